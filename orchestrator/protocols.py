@@ -1,0 +1,127 @@
+"""The seams of the harness: what a model, a tool, a plan and an event log look like to the loop.
+
+This module imports nothing from the package, so the loop can depend on it and on nothing
+concrete; the CLI is the one place that wires real classes into these shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+#: A JSON object as the Messages API sends and receives it (content blocks, messages, bodies).
+JSONObject = dict[str, Any]
+
+
+@attrs.frozen
+class ModelTurn:
+    """One assistant turn as the API returned it.
+
+    ``content`` holds the content blocks as plain dicts (``{"type": "text", ...}``,
+    ``{"type": "tool_use", ...}``), ready to be appended to the conversation unchanged.
+    """
+
+    content: tuple[JSONObject, ...]
+    stop_reason: str
+    usage: Mapping[str, int] = attrs.field(factory=dict)
+    model: str = ""
+
+    @property
+    def tool_uses(self) -> tuple[JSONObject, ...]:
+        return tuple(block for block in self.content if block.get("type") == "tool_use")
+
+    @property
+    def text(self) -> str:
+        return "".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
+
+
+class ModelError(Exception):
+    """The model could not answer (an API error that survived retries, a broken script).
+
+    ``str(error)`` is one line meant for a person; the loop ends the run in ``failed`` with it.
+    """
+
+
+class Model(Protocol):
+    """Anything that answers a Messages API request body with one assistant turn."""
+
+    @property
+    def name(self) -> str: ...
+
+    def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
+        """Answer ``request`` (a Messages API body), passing streamed text to ``on_text``."""
+        ...
+
+
+@attrs.frozen
+class ToolResult:
+    """What a tool hands back to the model: the text of a ``tool_result`` block."""
+
+    text: str
+    is_error: bool = False
+
+
+class ToolError(Exception):
+    """A tool call the model can fix: the message says what was wrong and how to call again."""
+
+
+class Tool(Protocol):
+    """A named handler with a JSON schema; ``run`` raises :class:`ToolError` for bad calls."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def schema(self) -> JSONObject:
+        """The tool definition sent to the API: ``name``, ``description``, ``input_schema``."""
+        ...
+
+    def run(self, arguments: Mapping[str, Any]) -> ToolResult: ...
+
+
+class Tools(Protocol):
+    """The registry the loop dispatches through; it never raises for anything the model sends."""
+
+    @property
+    def schemas(self) -> Sequence[JSONObject]: ...
+
+    def dispatch(self, name: str, arguments: object) -> ToolResult: ...
+
+
+class PlanRecord(Protocol):
+    """A structured record a plan emits to its observers (a transition, an update, a rejection)."""
+
+    @property
+    def event(self) -> str: ...
+
+    def fields(self) -> JSONObject: ...
+
+
+class Plan(Protocol):
+    """The plan board as the loop's audit sees it."""
+
+    @property
+    def revision(self) -> int:
+        """A counter that moves on every accepted update, so staleness needs no text diff."""
+        ...
+
+    @property
+    def is_empty(self) -> bool: ...
+
+    def render(self) -> str: ...
+
+    def subscribe(self, observer: Callable[[PlanRecord], None]) -> None: ...
+
+
+class EventLog(Protocol):
+    """The part of a structlog bound logger the loop uses: one named event with fields."""
+
+    def info(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+
+class Approver(Protocol):
+    """Decides whether a side-effecting tool call may run (a terminal prompt, ``--yes``, deny)."""
+
+    def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool: ...
