@@ -130,6 +130,29 @@ class PlanRejected:
         return {"error": self.error, "message": self.message, "item": self.item_id}
 
 
+def render_items(items: Iterable[PlanItem]) -> str:
+    """Render items in the seeds' format, byte for byte; ``No todos.`` when there are none."""
+    lines = []
+    done = 0
+    for item in items:
+        line = f"{_MARKERS[item.status]} #{item.id}: {item.text}"
+        if item.status == Status.IN_PROGRESS and item.active_form:
+            line += f" ({item.active_form})"
+        lines.append(line)
+        done += item.status == Status.COMPLETED
+    if not lines:
+        return "No todos."
+    return "\n".join(lines) + f"\n\n({done}/{len(lines)} completed)"
+
+
+def items_from_dicts(raw: Iterable[Mapping[str, Any]]) -> tuple[PlanItem, ...]:
+    """Rebuild item views from their ``as_dict`` form (as ``plan.updated`` events carry them)."""
+    return tuple(
+        PlanItem(str(d["id"]), str(d["text"]), Status(d["status"]), str(d.get("active_form", "")))
+        for d in raw
+    )
+
+
 # --- errors ---------------------------------------------------------------------------------
 
 
@@ -392,17 +415,7 @@ class PlanBoard:
 
     def render(self) -> str:
         """The seeds' format: one line per item, a blank line, then ``(k/n completed)``."""
-        if not self._models:
-            return "No todos."
-        lines = []
-        for model in self._models.values():
-            line = f"{_MARKERS[Status(model.state)]} #{model.id}: {model.text}"
-            if model.state == Status.IN_PROGRESS and model.active_form:
-                line += f" ({model.active_form})"
-            lines.append(line)
-        done, total = self.progress
-        lines.append(f"\n({done}/{total} completed)")
-        return "\n".join(lines)
+        return render_items(model.view() for model in self._models.values())
 
     def subscribe(self, observer: Callable[[PlanRecord], None]) -> None:
         self._observers.append(observer)

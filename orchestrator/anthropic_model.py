@@ -1,0 +1,106 @@
+"""The real model: the ``anthropic`` SDK streaming the Messages API behind the Model protocol.
+
+``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` are read by the SDK itself, so any Messages-API
+endpoint works, the package's own loopback test server included. The SDK retries 408, 409, 429
+and 5xx (529 among them) before a response starts; a stream cut after it started is retried here,
+because the SDK cannot know whether a half-read stream is safe to repeat and we do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anthropic
+import httpx2
+
+from orchestrator.protocols import ModelError, ModelTurn
+
+DEFAULT_MAX_RETRIES = 4
+DEFAULT_TIMEOUT = 600.0
+_USAGE_KEYS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+)
+
+
+class AnthropicModel:
+    """Streams each request with ``messages.stream`` and returns the final message as a turn."""
+
+    def __init__(
+        self,
+        *,
+        client: anthropic.Anthropic | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        timeout: float = DEFAULT_TIMEOUT,
+        api_key: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+        self.max_retries = max_retries
+        self.client = client or anthropic.Anthropic(
+            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+        )
+
+    @property
+    def name(self) -> str:
+        return "anthropic"
+
+    def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._stream_once(request, on_text)
+            except _StreamCut as cut:
+                if attempt == self.max_retries:
+                    raise ModelError(
+                        f"the response stream broke {attempt + 1} times ({cut}); giving up"
+                    ) from None
+                on_text("\n[stream interrupted; asking again]\n")
+            except anthropic.APIStatusError as error:
+                raise ModelError(_describe_status(error, self.max_retries)) from None
+            except anthropic.APIConnectionError as error:
+                raise ModelError(_describe_connection(error, self.max_retries)) from None
+            except anthropic.APIResponseValidationError as error:
+                raise ModelError(f"the API sent a response that is not valid: {error}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _stream_once(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
+        with self.client.messages.stream(**request) as stream:
+            try:
+                for text in stream.text_stream:
+                    on_text(text)
+                final = stream.get_final_message()
+            except (httpx2.TransportError, anthropic.APIConnectionError, ValueError) as error:
+                raise _StreamCut(f"{type(error).__name__}: {error}") from error
+        usage = final.usage.model_dump(exclude_none=True)
+        return ModelTurn(
+            content=tuple(b.model_dump(mode="json", exclude_none=True) for b in final.content),
+            stop_reason=str(final.stop_reason),
+            usage={k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)},
+            model=final.model,
+        )
+
+
+class _StreamCut(Exception):
+    """The connection dropped after the response had started streaming."""
+
+
+def _describe_status(error: anthropic.APIStatusError, retries: int) -> str:
+    body = error.body if isinstance(error.body, Mapping) else {}
+    detail = body.get("error", {}) if isinstance(body.get("error"), Mapping) else {}
+    kind = detail.get("type", "error")
+    message = str(detail.get("message") or error.message).splitlines()[0]
+    line = f"API error {error.status_code} ({kind}): {message}"
+    if error.status_code == 401:
+        return line + "; check ANTHROPIC_API_KEY"
+    if error.status_code in (408, 409, 429) or error.status_code >= 500:
+        return line + f" (after {retries} retries)"
+    return line
+
+
+def _describe_connection(error: anthropic.APIConnectionError, retries: int) -> str:
+    what = "timed out" if isinstance(error, anthropic.APITimeoutError) else "could not connect"
+    return f"the API {what} (after {retries} retries): {error}"

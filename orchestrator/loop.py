@@ -1,0 +1,340 @@
+"""The loop machine: ``call_model → dispatch → audit`` round after round, a ``transitions`` model.
+
+The edges are data (:data:`LOOP_TRANSITIONS`); which edge leaves ``audit`` is decided by named
+guards (round limit, stale plan), and the reminder is the ``remind`` callback of the stale edge.
+The loop depends only on :mod:`orchestrator.protocols`; the CLI wires concrete parts into it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from transitions import EventData, Machine
+
+from orchestrator.conversation import Conversation, count_breakpoints
+from orchestrator.guard import RepeatGuard
+from orchestrator.protocols import (
+    EventLog,
+    JSONObject,
+    Model,
+    ModelError,
+    ModelTurn,
+    Plan,
+    PlanRecord,
+    Tools,
+)
+
+LOOP_STATES = ("idle", "call_model", "dispatch", "audit", "done", "failed", "interrupted")
+FINAL_LOOP_STATES = frozenset({"done", "failed", "interrupted"})
+
+#: The loop machine's edges, as data. ``advance`` has three ordered, guarded edges out of audit.
+LOOP_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
+    {"trigger": "start", "source": "idle", "dest": "call_model"},
+    {
+        "trigger": "use_tools",
+        "source": "call_model",
+        "dest": "dispatch",
+        "conditions": "has_tool_calls",
+    },
+    {"trigger": "resend", "source": "call_model", "dest": "call_model"},
+    {"trigger": "finish", "source": "call_model", "dest": "done"},
+    {"trigger": "dispatched", "source": "dispatch", "dest": "audit"},
+    {
+        "trigger": "advance",
+        "source": "audit",
+        "dest": "failed",
+        "conditions": "round_limit_reached",
+    },
+    {
+        "trigger": "advance",
+        "source": "audit",
+        "dest": "call_model",
+        "conditions": "plan_is_stale",
+        "before": "remind",
+    },
+    {"trigger": "advance", "source": "audit", "dest": "call_model"},
+    {"trigger": "fail", "source": ["call_model", "dispatch", "audit"], "dest": "failed"},
+    {
+        "trigger": "interrupt",
+        "source": ["idle", "call_model", "dispatch", "audit"],
+        "dest": "interrupted",
+    },
+)
+
+#: Which trigger each API stop reason fires from ``call_model``.
+STOP_REASON_TRIGGERS: Mapping[str, str] = {
+    "tool_use": "use_tools",
+    "end_turn": "finish",
+    "stop_sequence": "finish",
+    "pause_turn": "resend",
+    "max_tokens": "fail",
+    "refusal": "fail",
+}
+
+REMINDER_TAG = "<reminder>Update your todos.</reminder>"
+
+DEFAULT_SYSTEM = (
+    "You are a coding agent at {workdir}.\n"
+    "Use the todo tool to plan multi-step tasks. Mark in_progress before starting, "
+    "completed when done.\n"
+    "Prefer tools over prose."
+)
+
+
+def reminder_text(rounds: int, plan: str) -> str:
+    """The reminder: the seeds' tag, then how stale the plan is and the plan itself."""
+    return f"{REMINDER_TAG}\nYour plan has not changed for {rounds} rounds:\n{plan}"
+
+
+class LoopMachine(Machine):
+    """The loop's one machine; each run of a :class:`Loop` is a model of it."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            model=None,
+            states=list(LOOP_STATES),
+            transitions=[dict(t) for t in LOOP_TRANSITIONS],
+            initial="idle",
+            auto_transitions=False,
+            send_event=True,
+            after_state_change="record_transition",
+        )
+
+    def fire(self, run: RunState, trigger: str) -> bool:
+        return bool(self.events[trigger].trigger(run))
+
+
+@attrs.frozen
+class LoopSettings:
+    """What a run is allowed and told; frozen, and changed with ``attrs.evolve``."""
+
+    model: str
+    system: str
+    max_tokens: int = 8192
+    max_rounds: int = 50
+    reminder_threshold: int = 3
+    trace_requests: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        for field in ("max_tokens", "max_rounds", "reminder_threshold"):
+            value = getattr(self, field)
+            if value < 1:
+                raise ValueError(f"{field} must be at least 1, got {value}")
+
+
+@attrs.frozen
+class RunOutcome:
+    """How a run ended: ``status`` is the loop's final state."""
+
+    status: str
+    rounds: int
+    reason: str = ""
+    text: str = ""
+
+
+@attrs.define(slots=False, eq=False)
+class RunState:
+    """The model the loop machine drives for one run: counters the guards read."""
+
+    loop: Loop
+    state: str = "idle"
+    round: int = 0
+    rounds_since_update: int = 0
+    seen_revision: int = 0
+    turn: ModelTurn | None = None
+    reason: str = ""
+
+    # Guards named in LOOP_TRANSITIONS; side-effect free.
+    def has_tool_calls(self, event: EventData) -> bool:
+        return self.turn is not None and bool(self.turn.tool_uses)
+
+    def round_limit_reached(self, event: EventData) -> bool:
+        return self.round >= self.loop.settings.max_rounds
+
+    def plan_is_stale(self, event: EventData) -> bool:
+        threshold = self.loop.settings.reminder_threshold
+        return not self.loop.plan.is_empty and self.rounds_since_update >= threshold
+
+    # Callbacks: the side effects.
+    def on_enter_call_model(self, event: EventData) -> None:
+        if event.event.name != "resend":
+            self.round += 1
+
+    def on_enter_audit(self, event: EventData) -> None:
+        revision = self.loop.plan.revision
+        changed, self.seen_revision = revision != self.seen_revision, revision
+        self.rounds_since_update = 0 if changed else self.rounds_since_update + 1
+
+    def on_enter_failed(self, event: EventData) -> None:
+        if event.event.name == "advance":
+            self.reason = f"stopped after {self.round} rounds (--max-rounds); raise it to go on"
+
+    def remind(self, event: EventData) -> None:
+        plan = self.loop.plan.render()
+        self.loop.conversation.append_text_to_last_user(
+            reminder_text(self.rounds_since_update, plan)
+        )
+        self.loop.log.info(
+            "audit.reminder",
+            round=self.round,
+            rounds_since_update=self.rounds_since_update,
+            threshold=self.loop.settings.reminder_threshold,
+            plan=plan,
+        )
+
+    def record_transition(self, event: EventData) -> None:
+        assert event.transition is not None
+        self.loop.log.info(
+            "loop.transition",
+            src=event.transition.source,
+            dst=event.transition.dest,
+            trigger=event.event.name,
+            round=self.round,
+        )
+
+
+class Loop:
+    """Runs tasks through the machine; the conversation and plan persist across runs (chat)."""
+
+    def __init__(
+        self,
+        *,
+        model: Model,
+        tools: Tools,
+        plan: Plan,
+        log: EventLog,
+        settings: LoopSettings,
+        guard: RepeatGuard | None = None,
+        on_text: Callable[[str], None] = lambda _text: None,
+        conversation: Conversation | None = None,
+    ) -> None:
+        self.model, self.tools, self.plan, self.log = model, tools, plan, log
+        self.settings = settings
+        self.guard = guard if guard is not None else RepeatGuard()
+        self.on_text = on_text
+        self.conversation = conversation if conversation is not None else Conversation()
+        self._machine = LoopMachine()
+        plan.subscribe(self._log_plan_record)
+
+    def run(self, task: str) -> RunOutcome:
+        """Run one task to ``done``, ``failed`` or ``interrupted``."""
+        run = RunState(self, seen_revision=self.plan.revision)
+        self._machine.add_model(run)
+        self.log.info("run.started", task=task, model=self.model.name)
+        self.conversation.add_user_text(task)
+        try:
+            self._machine.fire(run, "start")
+            while run.state not in FINAL_LOOP_STATES:
+                self._step(run)
+        except KeyboardInterrupt:
+            run.reason = "interrupted by the user"
+            self._machine.fire(run, "interrupt")
+        finally:
+            self._machine.remove_model(run)
+        text = run.turn.text if run.turn is not None else ""
+        outcome = RunOutcome(run.state, run.round, run.reason, text)
+        self.log.info("run.finished", status=outcome.status, rounds=run.round, reason=run.reason)
+        return outcome
+
+    def _step(self, run: RunState) -> None:
+        if run.state == "call_model":
+            self._call_model(run)
+        elif run.state == "dispatch":
+            self._dispatch(run)
+        else:
+            self._machine.fire(run, "advance")
+
+    def _call_model(self, run: RunState) -> None:
+        request = self.conversation.request(
+            model=self.settings.model,
+            system=self.settings.system,
+            tools=self.tools.schemas,
+            max_tokens=self.settings.max_tokens,
+        )
+        summary: JSONObject = {
+            "round": run.round,
+            "messages": len(request["messages"]),
+            "cache_breakpoints": count_breakpoints(request),
+            "bytes": len(json.dumps(request, ensure_ascii=False)),
+        }
+        if self.settings.trace_requests:
+            summary["body"] = request
+        self.log.info("model.request", **summary)
+        try:
+            run.turn = self.model.respond(request, self.on_text)
+        except ModelError as error:
+            run.reason = str(error)
+            self._machine.fire(run, "fail")
+            return
+        turn = run.turn
+        self.log.info(
+            "model.response",
+            round=run.round,
+            stop_reason=turn.stop_reason,
+            content=list(turn.content),
+            usage=dict(turn.usage),
+            model=turn.model,
+        )
+        self.conversation.add_assistant(turn.content)
+        trigger = STOP_REASON_TRIGGERS.get(turn.stop_reason, "fail")
+        if trigger == "fail":
+            run.reason = _stop_reason_message(turn.stop_reason, self.settings.max_tokens)
+        if not self._machine.fire(run, trigger):
+            self._machine.fire(run, "finish")
+
+    def _dispatch(self, run: RunState) -> None:
+        assert run.turn is not None
+        results: list[JSONObject] = []
+        answered: set[str] = set()
+        for block in run.turn.tool_uses:
+            if block["id"] in answered:
+                continue  # one tool_result per id: a duplicated id cannot be answered twice
+            answered.add(block["id"])
+            results.append(self._run_tool(run, block))
+        self.conversation.add_tool_results(results)
+        self._machine.fire(run, "dispatched")
+
+    def _run_tool(self, run: RunState, block: JSONObject) -> JSONObject:
+        name, arguments, tool_id = str(block.get("name")), block.get("input"), block["id"]
+        self.log.info("tool.call", round=run.round, id=tool_id, name=name, input=arguments)
+        started = time.perf_counter()
+        verdict = self.guard.check(name, arguments)
+        if verdict is not None:
+            self.log.info(
+                "guard.blocked", round=run.round, id=tool_id, name=name, rule=verdict.rule
+            )
+            text, is_error = verdict.message, True
+        else:
+            result = self.tools.dispatch(name, arguments)
+            text = result.text + self.guard.record(name, arguments, result.is_error)
+            is_error = result.is_error
+        self.log.info(
+            "tool.result",
+            round=run.round,
+            id=tool_id,
+            name=name,
+            is_error=is_error,
+            output=text,
+            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+        )
+        return {
+            "type": "tool_result",
+            "tool_use_id": tool_id,
+            "content": text,
+            "is_error": is_error,
+        }
+
+    def _log_plan_record(self, record: PlanRecord) -> None:
+        self.log.info(record.event, **record.fields())
+
+
+def _stop_reason_message(stop_reason: str, max_tokens: int) -> str:
+    if stop_reason == "max_tokens":
+        return f"the model hit max_tokens ({max_tokens}) mid-answer; raise --max-tokens and resume"
+    if stop_reason == "refusal":
+        return "the model refused to continue (stop_reason=refusal)"
+    return f"the model stopped with an unknown stop_reason {stop_reason!r}"

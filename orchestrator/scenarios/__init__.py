@@ -1,0 +1,1 @@
+"""Bundled scripted scenarios (package data) and the files each one starts from."""
