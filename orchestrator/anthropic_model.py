@@ -56,25 +56,24 @@ class AnthropicModel:
             except _StreamCut as cut:
                 if attempt == self.max_retries:
                     raise ModelError(
-                        f"the response stream broke {attempt + 1} times ({cut}); giving up"
+                        f"the API response broke off {attempt + 1} times ({cut}); giving up"
                     ) from None
-                on_text("\n[stream interrupted; asking again]\n")
+                on_text("\n[the response broke off; asking again]\n")
             except anthropic.APIStatusError as error:
                 raise ModelError(_describe_status(error, self.max_retries)) from None
             except anthropic.APIConnectionError as error:
                 raise ModelError(_describe_connection(error, self.max_retries)) from None
-            except anthropic.APIResponseValidationError as error:
-                raise ModelError(f"the API sent a response that is not valid: {error}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _stream_once(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
-        with self.client.messages.stream(**request) as stream:
-            try:
+        try:
+            with self.client.messages.stream(**request) as stream:
                 for text in stream.text_stream:
                     on_text(text)
                 final = stream.get_final_message()
-            except (httpx2.TransportError, anthropic.APIConnectionError, ValueError) as error:
-                raise _StreamCut(f"{type(error).__name__}: {error}") from error
+        except (httpx2.TransportError, ValueError) as error:
+            # A cut stream or a body that is not JSON: the SDK does not retry these.
+            raise _StreamCut(f"{type(error).__name__}: {error}") from error
         usage = final.usage.model_dump(exclude_none=True)
         return ModelTurn(
             content=tuple(b.model_dump(mode="json", exclude_none=True) for b in final.content),
@@ -85,7 +84,7 @@ class AnthropicModel:
 
 
 class _StreamCut(Exception):
-    """The connection dropped after the response had started streaming."""
+    """The response broke after it started, or was not JSON: worth asking again."""
 
 
 def _describe_status(error: anthropic.APIStatusError, retries: int) -> str:

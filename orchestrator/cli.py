@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -18,10 +19,21 @@ from typing import Any
 import attrs
 import click
 
-from orchestrator.console import PlainView
+from orchestrator.console import PlainView, print_timeline
+from orchestrator.conversation import Conversation
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import PlanBoard, TodoTool
 from orchestrator.protocols import Approver, Model
+from orchestrator.replay import (
+    RebuiltRun,
+    Replay,
+    ReplayModel,
+    ResultComparer,
+    TraceError,
+    TraceFile,
+    read_trace,
+    rebuild,
+)
 from orchestrator.script import ScriptedModel, ScriptError, parse_script
 from orchestrator.tools import (
     BashTool,
@@ -31,7 +43,13 @@ from orchestrator.tools import (
     Workdir,
     WriteFileTool,
 )
-from orchestrator.trace import default_trace_path, new_run_id, open_trace, secrets_from_environment
+from orchestrator.trace import (
+    EventSink,
+    default_trace_path,
+    new_run_id,
+    open_trace,
+    secrets_from_environment,
+)
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 EXIT_CODES = {"done": 0, "failed": 1, "interrupted": 130}
@@ -87,9 +105,91 @@ def cli() -> None:
 @cli.command()
 @click.argument("task")
 @_run_options
-def run(task: str, **kwargs: Any) -> int:
+@click.option(
+    "--replay-model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Play the model's recorded responses from this trace; tools run for real.",
+)
+def run(task: str, replay_model: Path | None, **kwargs: Any) -> int:
     """Run TASK with the model, until it is done, fails or is interrupted."""
     options = _options(**kwargs)
+    if replay_model is not None:
+        recorded = _read_trace(replay_model)
+        comparer = ResultComparer(recorded, lambda text: click.echo(text, err=True))
+        return _execute(_Session(task, ReplayModel(recorded), options, extra_sinks=(comparer,)))
+    return _execute(_Session(task, _anthropic_model(options), options))
+
+
+@cli.command()
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@_run_options
+def resume(trace: Path, **kwargs: Any) -> int:
+    """Continue an interrupted or failed run from its TRACE, appending to the same trace."""
+    options = _options(**kwargs)
+    rebuilt = rebuild(_read_trace(trace))
+    if rebuilt.status == "done":
+        raise InputError(f"{trace}: that run finished (done); there is nothing to resume")
+    settings = attrs.evolve(rebuilt.settings, max_rounds=rebuilt.last_round + options.max_rounds)
+    workdir = Path(settings.workdir) if settings.workdir else options.workdir
+    options = attrs.evolve(options, workdir=workdir, trace=trace, model=settings.model)
+    session = _Session(
+        None,
+        _anthropic_model(options),
+        options,
+        board=rebuilt.board,
+        conversation=rebuilt.conversation,
+        settings=settings,
+        resume_from=rebuilt,
+    )
+    return _execute(session)
+
+
+@cli.command()
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--check", is_flag=True, help="Print nothing; exit 1 at the first divergence.")
+@click.option("--json", "as_json", is_flag=True, help="Print the timeline as JSON.")
+def replay(trace: Path, check: bool, as_json: bool) -> int:
+    """Re-drive fresh plan and loop machines from TRACE and check it comes out the same."""
+    parsed = _read_trace(trace)
+    replayer = Replay(parsed)
+    try:
+        divergence = replayer.check()
+    except TraceError as error:
+        raise InputError(str(error)) from None
+    if check:
+        if divergence is not None:
+            click.echo(f"orchestrator: replay diverged at {divergence}", err=True)
+        return 0 if divergence is None else 1
+    for warning in parsed.warnings:
+        click.echo(f"orchestrator: warning: {warning}", err=True)
+    if as_json:
+        document = {
+            "trace": str(trace),
+            "ok": divergence is None,
+            "divergence": None if divergence is None else str(divergence),
+            "unknown_events": parsed.unknown_events,
+            "truncated_tail": parsed.truncated_tail,
+            "timeline": [row.as_dict() for row in replayer.timeline],
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        print_timeline(replayer.timeline)
+        if divergence is None:
+            click.echo("replay: every transition and reminder came out the same")
+    if divergence is not None:
+        click.echo(f"orchestrator: replay diverged at {divergence}", err=True)
+    return 0 if divergence is None else 1
+
+
+def _read_trace(path: Path) -> TraceFile:
+    try:
+        return read_trace(path)
+    except TraceError as error:
+        raise InputError(str(error)) from None
+
+
+def _anthropic_model(options: RunOptions) -> Model:
     if not os.environ.get("ANTHROPIC_API_KEY"):
         raise InputError(
             "ANTHROPIC_API_KEY is not set; export it (ANTHROPIC_BASE_URL points the client at "
@@ -97,8 +197,7 @@ def run(task: str, **kwargs: Any) -> int:
         )
     from orchestrator.anthropic_model import AnthropicModel
 
-    model = AnthropicModel(max_retries=options.max_retries)
-    return _execute(task, model, options)
+    return AnthropicModel(max_retries=options.max_retries)
 
 
 @cli.command()
@@ -131,65 +230,79 @@ def demo(workdir: Path | None, quiet: bool) -> int:
         trace_requests=False,
         quiet=quiet,
     )
-    return _execute(task, ScriptedModel(script), options, after=_demo_epilogue)
+    return _execute(_Session(task, ScriptedModel(script), options, after=_demo_epilogue))
 
 
 def _demo_epilogue(trace: Path, workdir: Path) -> None:
     click.echo(f"\n[scripted scenario finished]\nwork directory: {workdir}\ntrace: {trace}")
-    click.echo("replay it:  orchestrator replay " + _quote(trace))
-    click.echo("diagram it: orchestrator diagram --trace " + _quote(trace))
+    click.echo(f"replay it:  orchestrator replay {shlex.quote(str(trace))}")
+    click.echo(f"diagram it: orchestrator diagram --trace {shlex.quote(str(trace))}")
 
 
-def _quote(path: Path) -> str:
-    text = str(path)
-    return text if text.replace("/", "").replace("-", "").replace(".", "").isalnum() else repr(text)
+@attrs.frozen
+class _Session:
+    """Everything one run needs, assembled by a command and executed by :func:`_execute`."""
+
+    task: str | None
+    model: Model
+    options: RunOptions
+    board: PlanBoard = attrs.field(factory=PlanBoard)
+    conversation: Conversation | None = None
+    settings: LoopSettings | None = None
+    resume_from: RebuiltRun | None = None
+    extra_sinks: tuple[EventSink, ...] = ()
+    after: Callable[[Path, Path], None] | None = None
 
 
-def _execute(
-    task: str,
-    model: Model,
-    options: RunOptions,
-    *,
-    after: Callable[[Path, Path], None] | None = None,
-) -> int:
+def _execute(session: _Session) -> int:
+    options = session.options
     workdir = options.workdir.resolve()
     if not workdir.is_dir():
         raise InputError(f"--workdir {options.workdir}: no such directory")
-    board = PlanBoard()
+    confined = Workdir(workdir)
     registry = ToolRegistry(
         [
-            BashTool(Workdir(workdir)),
-            ReadFileTool(Workdir(workdir)),
-            WriteFileTool(Workdir(workdir)),
-            EditFileTool(Workdir(workdir)),
-            TodoTool(board),
+            BashTool(confined),
+            ReadFileTool(confined),
+            WriteFileTool(confined),
+            EditFileTool(confined),
+            TodoTool(session.board),
         ],
         approver=_approver(options.yes),
     )
     view = PlainView(quiet=options.quiet)
-    run_id = new_run_id()
+    resumed = session.resume_from
+    run_id = resumed.run_id if resumed is not None else new_run_id()
     trace_path = options.trace or default_trace_path(workdir, run_id)
-    settings = LoopSettings(
+    settings = session.settings or LoopSettings(
         model=options.model,
         system=DEFAULT_SYSTEM.format(workdir=workdir),
         max_rounds=options.max_rounds,
         trace_requests=options.trace_requests,
+        workdir=str(workdir),
     )
     with open_trace(
-        trace_path, run_id=run_id, secrets=secrets_from_environment(), sinks=[view]
+        trace_path,
+        run_id=run_id,
+        secrets=secrets_from_environment(),
+        sinks=[view, *session.extra_sinks],
+        append=resumed is not None,
+        first_seq=resumed.last_seq if resumed is not None else 0,
     ) as trace:
         loop = Loop(
-            model=model,
+            model=session.model,
             tools=registry,
-            plan=board,
+            plan=session.board,
             log=trace.log,
             settings=settings,
             on_text=view.on_text,
+            conversation=session.conversation,
         )
-        outcome = loop.run(task)
-    _report(outcome, board, options.quiet)
-    if after is not None:
-        after(trace_path, workdir)
+        first_round = resumed.last_round if resumed is not None else 0
+        outcome = loop.run(session.task, first_round=first_round)
+    _report(outcome, session.board, options.quiet)
+    if session.after is not None:
+        session.after(trace_path, workdir)
     return EXIT_CODES[outcome.status]
 
 

@@ -7,11 +7,18 @@ the trace records, rendered for people instead of programs.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any, TextIO
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from orchestrator.guard import describe_arguments
 from orchestrator.plan import items_from_dicts, render_items
+
+if TYPE_CHECKING:
+    from orchestrator.replay import RoundSummary
 
 
 class PlainView:
@@ -72,3 +79,20 @@ class PlainView:
 
 def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines())
+
+
+def print_timeline(rows: Sequence[RoundSummary], stream: TextIO | None = None) -> None:
+    """Print the replay timeline as a table (plain text when the stream is not a terminal)."""
+    table = Table(title="timeline", box=box.SIMPLE_HEAD)
+    for header in ("round", "tool calls", "plan", "reminders", "blocks", "tokens in/out/cached"):
+        table.add_column(header, justify="right")
+    for row in rows:
+        table.add_row(
+            str(row.round),
+            str(row.tool_calls),
+            f"{row.completed}/{row.total}",
+            str(row.reminders or ""),
+            str(row.blocks or ""),
+            f"{row.input_tokens}/{row.output_tokens}/{row.cache_read_tokens}",
+        )
+    Console(file=stream or sys.stdout).print(table)

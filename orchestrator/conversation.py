@@ -19,6 +19,7 @@ from orchestrator.protocols import JSONObject
 MAX_CACHE_BREAKPOINTS = 4
 _EPHEMERAL: JSONObject = {"type": "ephemeral"}
 
+RESUME_PROMPT = "The run was interrupted. Continue the task from where you stopped."
 INTERRUPTED_RESULT = "Error: not run: the run was interrupted before this tool call finished."
 
 
@@ -45,6 +46,14 @@ class Conversation:
         last = self.messages[-1]
         assert last["role"] == "user", "a reminder goes into the user message with the results"
         last["content"].append({"type": "text", "text": text})
+
+    def prepare_to_resume(self) -> None:
+        """Make the history end in a user message, so it can be sent again as it is."""
+        self.close_dangling_tool_uses()
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            self.messages.append(
+                {"role": "user", "content": [{"type": "text", "text": RESUME_PROMPT}]}
+            )
 
     def close_dangling_tool_uses(self) -> None:
         """Answer tool_use blocks left without results (an interrupted round) with error results."""

@@ -118,6 +118,7 @@ class LoopSettings:
     max_rounds: int = 50
     reminder_threshold: int = 3
     trace_requests: bool = False
+    workdir: str = ""
 
     def __attrs_post_init__(self) -> None:
         for field in ("max_tokens", "max_rounds", "reminder_threshold"):
@@ -138,9 +139,16 @@ class RunOutcome:
 
 @attrs.define(slots=False, eq=False)
 class RunState:
-    """The model the loop machine drives for one run: counters the guards read."""
+    """The model the loop machine drives for one run: counters the guards read.
 
-    loop: Loop
+    It needs only the settings, the plan, an event log and a place to put the reminder, so
+    replay can re-drive it against a fresh plan without a conversation or a model.
+    """
+
+    settings: LoopSettings
+    plan: Plan
+    log: EventLog
+    add_reminder: Callable[[str], None]
     state: str = "idle"
     round: int = 0
     rounds_since_update: int = 0
@@ -153,11 +161,11 @@ class RunState:
         return self.turn is not None and bool(self.turn.tool_uses)
 
     def round_limit_reached(self, event: EventData) -> bool:
-        return self.round >= self.loop.settings.max_rounds
+        return self.round >= self.settings.max_rounds
 
     def plan_is_stale(self, event: EventData) -> bool:
-        threshold = self.loop.settings.reminder_threshold
-        return not self.loop.plan.is_empty and self.rounds_since_update >= threshold
+        threshold = self.settings.reminder_threshold
+        return not self.plan.is_empty and self.rounds_since_update >= threshold
 
     # Callbacks: the side effects.
     def on_enter_call_model(self, event: EventData) -> None:
@@ -165,7 +173,7 @@ class RunState:
             self.round += 1
 
     def on_enter_audit(self, event: EventData) -> None:
-        revision = self.loop.plan.revision
+        revision = self.plan.revision
         changed, self.seen_revision = revision != self.seen_revision, revision
         self.rounds_since_update = 0 if changed else self.rounds_since_update + 1
 
@@ -174,21 +182,19 @@ class RunState:
             self.reason = f"stopped after {self.round} rounds (--max-rounds); raise it to go on"
 
     def remind(self, event: EventData) -> None:
-        plan = self.loop.plan.render()
-        self.loop.conversation.append_text_to_last_user(
-            reminder_text(self.rounds_since_update, plan)
-        )
-        self.loop.log.info(
+        plan = self.plan.render()
+        self.add_reminder(reminder_text(self.rounds_since_update, plan))
+        self.log.info(
             "audit.reminder",
             round=self.round,
             rounds_since_update=self.rounds_since_update,
-            threshold=self.loop.settings.reminder_threshold,
+            threshold=self.settings.reminder_threshold,
             plan=plan,
         )
 
     def record_transition(self, event: EventData) -> None:
         assert event.transition is not None
-        self.loop.log.info(
+        self.log.info(
             "loop.transition",
             src=event.transition.source,
             dst=event.transition.dest,
@@ -220,12 +226,33 @@ class Loop:
         self._machine = LoopMachine()
         plan.subscribe(self._log_plan_record)
 
-    def run(self, task: str) -> RunOutcome:
-        """Run one task to ``done``, ``failed`` or ``interrupted``."""
-        run = RunState(self, seen_revision=self.plan.revision)
+    def run(self, task: str | None, *, first_round: int = 0) -> RunOutcome:
+        """Run one task to ``done``, ``failed`` or ``interrupted``.
+
+        With ``task`` None the run resumes the conversation as it stands, numbering rounds on
+        from ``first_round``.
+        """
+        run = RunState(
+            self.settings,
+            self.plan,
+            self.log,
+            self.conversation.append_text_to_last_user,
+            round=first_round,
+            seen_revision=self.plan.revision,
+        )
         self._machine.add_model(run)
-        self.log.info("run.started", task=task, model=self.model.name)
-        self.conversation.add_user_text(task)
+        self.log.info(
+            "run.started",
+            task=task,
+            model=self.model.name,
+            settings=attrs.asdict(self.settings),
+            plan=self.plan.config,
+            first_round=first_round,
+        )
+        if task is not None:
+            self.conversation.add_user_text(task)
+        else:
+            self.conversation.prepare_to_resume()
         try:
             self._machine.fire(run, "start")
             while run.state not in FINAL_LOOP_STATES:

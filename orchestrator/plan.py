@@ -398,6 +398,10 @@ class PlanBoard:
         return not self._models
 
     @property
+    def config(self) -> JSONObject:
+        return {"limit": self.limit, "policy": str(self.policy)}
+
+    @property
     def items(self) -> tuple[PlanItem, ...]:
         return tuple(model.view() for model in self._models.values())
 

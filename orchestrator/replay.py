@@ -1,0 +1,573 @@
+"""Reading traces back: check a run by re-driving fresh machines, and rebuild it to go on.
+
+:func:`read_trace` parses a trace and says clearly what is wrong with a bad one. :class:`Replay`
+feeds the recorded events to a fresh plan board, repeat guard and loop machine (the real ones,
+with their real guards) and compares what they emit with what was recorded, so an illegal edge, a
+missing reminder or a reordered line is caught and named by its line number. :func:`rebuild`
+turns a trace back into the conversation and plan of its run, for ``resume`` and replay models.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from orchestrator.conversation import INTERRUPTED_RESULT, Conversation
+from orchestrator.guard import RepeatGuard
+from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState, reminder_text
+from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, PlanError
+from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
+from orchestrator.trace import TRACE_FORMAT
+
+KNOWN_EVENTS = frozenset(
+    {
+        "run.started",
+        "run.finished",
+        "loop.transition",
+        "plan.transition",
+        "model.request",
+        "model.response",
+        "tool.call",
+        "tool.result",
+        "plan.updated",
+        "plan.rejected",
+        "audit.reminder",
+        "guard.blocked",
+    }
+)
+
+#: The events the machines emit, and the fields that must come out the same on replay.
+_COMPARED: Mapping[str, tuple[str, ...]] = {
+    "loop.transition": ("src", "dst", "trigger"),
+    "plan.transition": ("item", "trigger", "src", "dst"),
+    "plan.updated": ("revision", "items"),
+    "plan.rejected": ("error",),
+    "audit.reminder": ("round", "rounds_since_update"),
+    "guard.blocked": ("name", "rule"),
+}
+
+
+def _edges(table: tuple[Mapping[str, Any], ...]) -> frozenset[tuple[str, str, str]]:
+    edges: set[tuple[str, str, str]] = set()
+    for t in table:
+        sources = t["source"] if isinstance(t["source"], list) else [t["source"]]
+        edges.update((str(src), str(t["trigger"]), str(t["dest"])) for src in sources)
+    return frozenset(edges)
+
+
+_LEGAL_EDGES = {
+    "loop.transition": _edges(LOOP_TRANSITIONS),
+    "plan.transition": _edges(ITEM_TRANSITIONS),
+}
+
+
+class TraceError(Exception):
+    """A trace that cannot be read at all; ``str()`` is one line for a person."""
+
+
+@attrs.frozen
+class TraceLine:
+    number: int
+    event: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.event.get("event"))
+
+
+@attrs.frozen
+class TraceFile:
+    """A parsed trace: its known events, and what was tolerated on the way."""
+
+    path: Path
+    lines: tuple[TraceLine, ...]
+    truncated_tail: bool = False
+    unknown_events: int = 0
+
+    @property
+    def warnings(self) -> list[str]:
+        notes = []
+        if self.truncated_tail:
+            notes.append(f"{self.path}: the last line is cut off (a killed run?); ignored it")
+        if self.unknown_events:
+            notes.append(f"{self.path}: skipped {self.unknown_events} events of unknown types")
+        return notes
+
+
+def read_trace(path: Path) -> TraceFile:
+    """Parse a trace file; raise :class:`TraceError` for anything but a cut-off last line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file") from None
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read the trace: {error.strerror}") from None
+    if not data.strip():
+        raise TraceError(f"{path}: the trace is empty")
+    raw_lines = data.split(b"\n")
+    complete = data.endswith(b"\n")
+    lines: list[TraceLine] = []
+    unknown = 0
+    truncated = False
+    for index, raw in enumerate(raw_lines, start=1):
+        if not raw.strip():
+            continue
+        is_tail = index == len(raw_lines) and not complete
+        try:
+            event = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            if is_tail:
+                truncated = True
+                continue
+            reason = getattr(error, "msg", str(error))
+            raise TraceError(f"{path}:{index}: not a JSON line ({reason})") from None
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+            raise TraceError(f'{path}:{index}: not a trace event (no "event" field)')
+        version = event.get("trace_format", TRACE_FORMAT)
+        if not isinstance(version, int) or version > TRACE_FORMAT:
+            raise TraceError(
+                f"{path}:{index}: trace_format {version} is newer than this orchestrator reads "
+                f"({TRACE_FORMAT}); upgrade orchestrator to replay it"
+            )
+        if event["event"] not in KNOWN_EVENTS:
+            unknown += 1
+            continue
+        lines.append(TraceLine(index, event))
+    if not lines:
+        raise TraceError(f"{path}: no trace events in the file")
+    return TraceFile(path, tuple(lines), truncated, unknown)
+
+
+@attrs.frozen
+class Divergence:
+    """Where replay and record part ways."""
+
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+@attrs.define
+class RoundSummary:
+    """One row of the timeline table."""
+
+    round: int
+    tool_calls: int = 0
+    completed: int = 0
+    total: int = 0
+    reminders: int = 0
+    blocks: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    def as_dict(self) -> JSONObject:
+        return attrs.asdict(self)
+
+
+class _Collector:
+    """An :class:`~orchestrator.protocols.EventLog` that keeps what the machines emit."""
+
+    def __init__(self) -> None:
+        self.produced: list[tuple[str, JSONObject]] = []
+
+    def info(self, event: str, *args: Any, **fields: Any) -> None:
+        if event in _COMPARED:
+            self.produced.append((event, fields))
+
+    def plan_record(self, record: PlanRecord) -> None:
+        self.info(record.event, **record.fields())
+
+
+class Replay:
+    """Re-drives fresh machines from a trace and compares, event by event."""
+
+    def __init__(self, trace: TraceFile) -> None:
+        self.trace = trace
+        self.timeline: list[RoundSummary] = []
+        self._collector = _Collector()
+        self._machine = LoopMachine()
+        self._board: PlanBoard | None = None
+        self._guard = RepeatGuard()
+        self._run: RunState | None = None
+        self._recorded: list[TraceLine] = []
+        self._calls: dict[str, tuple[str, Any, bool]] = {}
+
+    def check(self) -> Divergence | None:
+        """Replay every line; return the first divergence, or None when the trace holds."""
+        previous: TraceLine | None = None
+        for line in self.trace.lines:
+            divergence = _order_problem(previous, line) or self._feed(line)
+            if divergence is not None:
+                return divergence
+            previous = line
+        last = self.trace.lines[-1].number
+        return self._compare(last)
+
+    # -- one line ---------------------------------------------------------------------------
+
+    def _feed(self, line: TraceLine) -> Divergence | None:
+        name = line.name
+        if name in _COMPARED:
+            problem = _legality_problem(line)
+            if problem is not None:
+                return problem
+            self._recorded.append(line)
+        handler = self._handlers.get(name)
+        return handler(self, line) if handler is not None else None
+
+    def _on_run_started(self, line: TraceLine) -> Divergence | None:
+        event = line.event
+        if self._board is None:
+            plan = event.get("plan") or {}
+            self._board = PlanBoard(
+                limit=int(plan.get("limit", 20)), policy=EdgePolicy(plan.get("policy", "strict"))
+            )
+            self._board.subscribe(self._collector.plan_record)
+        settings = LoopSettings(**event["settings"])
+        self._run = RunState(
+            settings,
+            self._board,
+            self._collector,
+            lambda _text: None,
+            round=int(event.get("first_round", 0)),
+            seen_revision=self._board.revision,
+        )
+        self._machine.add_model(self._run)
+        return None
+
+    def _on_loop_transition(self, line: TraceLine) -> Divergence | None:
+        run = self._require_run(line)
+        trigger = str(line.event["trigger"])
+        if trigger not in self._machine.events:
+            return Divergence(line.number, f"loop trigger {trigger!r} does not exist")
+        try:
+            self._machine.fire(run, trigger)
+        except Exception as error:  # MachineError: the trigger is not an edge from here
+            return Divergence(line.number, f"loop trigger {trigger!r} is illegal: {error}")
+        divergence = self._compare(line.number)
+        if line.event["dst"] == "call_model" and trigger != "resend":
+            done, total = self._board.progress if self._board is not None else (0, 0)
+            self.timeline.append(RoundSummary(run.round, completed=done, total=total))
+        return divergence
+
+    def _on_model_response(self, line: TraceLine) -> Divergence | None:
+        run = self._require_run(line)
+        event = line.event
+        run.turn = ModelTurn(tuple(event.get("content", ())), str(event.get("stop_reason")))
+        if self.timeline:
+            usage = event.get("usage") or {}
+            row = self.timeline[-1]
+            row.input_tokens += int(usage.get("input_tokens", 0))
+            row.output_tokens += int(usage.get("output_tokens", 0))
+            row.cache_read_tokens += int(usage.get("cache_read_input_tokens", 0))
+        return None
+
+    def _on_tool_call(self, line: TraceLine) -> Divergence | None:
+        event = line.event
+        name, arguments = str(event.get("name")), event.get("input")
+        verdict = self._guard.check(name, arguments)
+        if verdict is not None:
+            self._collector.info("guard.blocked", name=name, rule=verdict.rule)
+        self._calls[str(event.get("id"))] = (name, arguments, verdict is not None)
+        if self.timeline:
+            self.timeline[-1].tool_calls += 1
+            self.timeline[-1].blocks += verdict is not None
+        return None
+
+    def _on_tool_result(self, line: TraceLine) -> Divergence | None:
+        tool_id = str(line.event.get("id"))
+        if tool_id not in self._calls:
+            return Divergence(line.number, f"tool.result for {tool_id} has no tool.call before it")
+        name, arguments, blocked = self._calls.pop(tool_id)
+        is_error = bool(line.event.get("is_error"))
+        if not blocked:
+            if name == "todo":
+                assert self._board is not None
+                try:
+                    self._board.apply(arguments)
+                    applied = True
+                except PlanError:
+                    applied = False
+                if applied == is_error:
+                    state = "accepted" if applied else "rejected"
+                    return Divergence(line.number, f"replay {state} the todo call {tool_id}")
+            self._guard.record(name, arguments, is_error)
+        if self.timeline and self._board is not None:
+            self.timeline[-1].completed, self.timeline[-1].total = self._board.progress
+        return self._compare(line.number)
+
+    def _on_reminder(self, line: TraceLine) -> Divergence | None:
+        if self.timeline:
+            self.timeline[-1].reminders += 1
+        return None
+
+    def _on_run_finished(self, line: TraceLine) -> Divergence | None:
+        divergence = self._compare(line.number)
+        if self._run is not None:
+            recorded = line.event.get("status")
+            if divergence is None and recorded != self._run.state:
+                divergence = Divergence(
+                    line.number,
+                    f"run.finished says {recorded!r} but the loop machine is in "
+                    f"{self._run.state!r}",
+                )
+            self._machine.remove_model(self._run)
+            self._run = None
+        return divergence
+
+    _handlers: Mapping[str, Callable[[Replay, TraceLine], Divergence | None]] = {
+        "run.started": _on_run_started,
+        "loop.transition": _on_loop_transition,
+        "model.response": _on_model_response,
+        "tool.call": _on_tool_call,
+        "tool.result": _on_tool_result,
+        "audit.reminder": _on_reminder,
+        "run.finished": _on_run_finished,
+    }
+
+    def _require_run(self, line: TraceLine) -> RunState:
+        if self._run is None:
+            raise TraceError(f"{self.trace.path}:{line.number}: {line.name} before run.started")
+        return self._run
+
+    # -- comparison ---------------------------------------------------------------------------
+
+    def _compare(self, at_line: int) -> Divergence | None:
+        recorded, self._recorded = self._recorded, []
+        produced, self._collector.produced = self._collector.produced, []
+        for line, (name, fields) in zip(recorded, produced, strict=False):
+            if line.name != name:
+                return Divergence(
+                    line.number,
+                    f"replay expected {name} ({_summary(name, fields)}) here, "
+                    f"the trace has {line.name} ({_summary(line.name, line.event)})",
+                )
+            for key in _COMPARED[name]:
+                if fields.get(key) != line.event.get(key):
+                    return Divergence(
+                        line.number,
+                        f"{name}: recorded {key}={line.event.get(key)!r}, "
+                        f"replay gives {fields.get(key)!r}",
+                    )
+        if len(recorded) > len(produced):
+            extra = recorded[len(produced)]
+            return Divergence(
+                extra.number,
+                f"the trace has {extra.name} ({_summary(extra.name, extra.event)}) "
+                "that replay did not produce",
+            )
+        if len(produced) > len(recorded):
+            name, fields = produced[len(recorded)]
+            return Divergence(
+                at_line,
+                f"replay produced {name} ({_summary(name, fields)}) that is missing from the trace",
+            )
+        return None
+
+
+def _order_problem(previous: TraceLine | None, line: TraceLine) -> Divergence | None:
+    if previous is None:
+        return None
+    same_run = previous.event.get("run_id") == line.event.get("run_id")
+    before, seq = previous.event.get("seq"), line.event.get("seq")
+    if same_run and isinstance(before, int) and isinstance(seq, int) and seq != before + 1:
+        return Divergence(
+            line.number, f"seq {seq} follows seq {before}: lines are missing or out of order"
+        )
+    return None
+
+
+def _legality_problem(line: TraceLine) -> Divergence | None:
+    legal = _LEGAL_EDGES.get(line.name)
+    if legal is None:
+        return None
+    edge = (str(line.event.get("src")), str(line.event.get("trigger")), str(line.event.get("dst")))
+    if edge in legal:
+        return None
+    machine = "loop" if line.name == "loop.transition" else "item"
+    src, trigger, dst = edge
+    return Divergence(
+        line.number, f"illegal edge {src} -{trigger}-> {dst}: not in the {machine} machine's table"
+    )
+
+
+def _summary(name: str, fields: Mapping[str, Any]) -> str:
+    keys = _COMPARED.get(name, ())
+    return ", ".join(f"{k}={fields.get(k)!r}" for k in keys if k != "items") or "…"
+
+
+# --- rebuilding a run -------------------------------------------------------------------------
+
+
+@attrs.frozen
+class RebuiltRun:
+    """What ``resume`` needs to go on: the conversation, the plan and the run's numbers."""
+
+    conversation: Conversation
+    board: PlanBoard
+    settings: LoopSettings
+    run_id: str
+    last_seq: int
+    last_round: int
+    status: str | None
+    task: str
+
+
+def rebuild(trace: TraceFile) -> RebuiltRun:
+    """Turn a trace back into the conversation and the plan its run had at the end."""
+    conversation = Conversation()
+    board: PlanBoard | None = None
+    settings: LoopSettings | None = None
+    results: dict[str, JSONObject] = {}
+    last_round, status, task = 0, None, ""
+    for line in trace.lines:
+        event = line.event
+        name = line.name
+        if name == "run.started":
+            plan = event.get("plan") or {}
+            if board is None:
+                board = PlanBoard(
+                    limit=int(plan.get("limit", 20)),
+                    policy=EdgePolicy(plan.get("policy", "strict")),
+                )
+            settings = LoopSettings(**event["settings"])
+            if "task" in event and event["task"] is not None:
+                task = str(event["task"])
+                conversation.add_user_text(task)
+            status = None
+        elif name == "model.response":
+            conversation.add_assistant(list(event.get("content", ())))
+            last_round = max(last_round, int(event.get("round", 0)))
+        elif name == "tool.result":
+            results[str(event["id"])] = {
+                "type": "tool_result",
+                "tool_use_id": str(event["id"]),
+                "content": str(event.get("output", "")),
+                "is_error": bool(event.get("is_error")),
+            }
+            if event.get("name") == "todo" and not event.get("is_error") and board is not None:
+                _reapply_todo(trace, line, board)
+        elif name == "loop.transition" and event.get("trigger") == "dispatched":
+            _close_round(conversation, results)
+        elif name == "audit.reminder":
+            text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))
+            conversation.append_text_to_last_user(text)
+        elif name == "run.finished":
+            status = str(event.get("status"))
+    if results or _dangling(conversation):
+        _close_round(conversation, results)
+    if board is None or settings is None:
+        raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
+    last = trace.lines[-1].event
+    return RebuiltRun(
+        conversation=conversation,
+        board=board,
+        settings=settings,
+        run_id=str(last.get("run_id", "")),
+        last_seq=int(last.get("seq", 0)),
+        last_round=last_round,
+        status=status,
+        task=task,
+    )
+
+
+def _reapply_todo(trace: TraceFile, result_line: TraceLine, board: PlanBoard) -> None:
+    tool_id = result_line.event["id"]
+    for line in trace.lines:
+        if line.name == "tool.call" and line.event.get("id") == tool_id:
+            board.apply(line.event.get("input"))
+            return
+
+
+def _dangling(conversation: Conversation) -> bool:
+    return bool(conversation.messages) and conversation.messages[-1]["role"] == "assistant"
+
+
+def _close_round(conversation: Conversation, results: dict[str, JSONObject]) -> None:
+    """Add the round's results in tool_use order.
+
+    A call with no recorded result is answered as interrupted: never run a second time.
+    """
+    if not _dangling(conversation):
+        results.clear()
+        return
+    uses = [b for b in conversation.messages[-1]["content"] if b.get("type") == "tool_use"]
+    if not uses:
+        results.clear()
+        return
+    blocks = []
+    for use in uses:
+        blocks.append(
+            results.pop(
+                str(use["id"]),
+                {
+                    "type": "tool_result",
+                    "tool_use_id": str(use["id"]),
+                    "content": INTERRUPTED_RESULT,
+                    "is_error": True,
+                },
+            )
+        )
+    results.clear()
+    conversation.add_tool_results(blocks)
+
+
+class ReplayModel:
+    """Plays a trace's recorded model responses, in order, as the model."""
+
+    def __init__(self, trace: TraceFile) -> None:
+        self._turns: Iterator[Mapping[str, Any]] = iter(
+            [line.event for line in trace.lines if line.name == "model.response"]
+        )
+        self._played = 0
+
+    @property
+    def name(self) -> str:
+        return "replay"
+
+    def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
+        event = next(self._turns, None)
+        if event is None:
+            raise ModelError(f"the trace has no more model responses (played {self._played})")
+        self._played += 1
+        turn = ModelTurn(
+            content=tuple(event.get("content", ())),
+            stop_reason=str(event.get("stop_reason")),
+            usage=dict(event.get("usage") or {}),
+            model=str(event.get("model", "")),
+        )
+        if turn.text:
+            on_text(turn.text)
+        return turn
+
+
+class ResultComparer:
+    """An event sink for ``run --replay-model``: says where a tool now answers differently."""
+
+    def __init__(self, trace: TraceFile, report: Callable[[str], None]) -> None:
+        self._recorded = {
+            str(line.event.get("id")): str(line.event.get("output"))
+            for line in trace.lines
+            if line.name == "tool.result"
+        }
+        self._report = report
+        self.differences = 0
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        if event.get("event") != "tool.result":
+            return
+        recorded = self._recorded.get(str(event.get("id")))
+        now = str(event.get("output"))
+        if recorded is not None and recorded != now:
+            self.differences += 1
+            self._report(
+                f"tool result differs for {event.get('id')} ({event.get('name')}):\n"
+                f"  recorded: {recorded!r}\n  now:      {now!r}"
+            )
