@@ -1,17 +1,17 @@
 """The command-line interface: the one place that wires concrete classes together.
 
 Exit codes: 0 done, 1 run failed, 2 usage or input error, 130 interrupted. A person's mistake
-(a bad flag, a missing file) is one line on stderr, never a traceback.
+(a bad flag, a missing file, a wrong setting) is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -19,11 +19,12 @@ from typing import Any
 import attrs
 import click
 
-from orchestrator.console import PlainView, print_timeline
+from orchestrator.config import Config, ConfigError, load_config
+from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.conversation import Conversation
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
-from orchestrator.plan import PlanBoard, TodoTool
-from orchestrator.protocols import Approver, Model
+from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
+from orchestrator.protocols import Approver, Model, Tool
 from orchestrator.replay import (
     RebuiltRun,
     Replay,
@@ -45,15 +46,16 @@ from orchestrator.tools import (
 )
 from orchestrator.trace import (
     EventSink,
+    Trace,
     default_trace_path,
     new_run_id,
     open_trace,
     secrets_from_environment,
 )
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
 EXIT_CODES = {"done": 0, "failed": 1, "interrupted": 130}
 USAGE_ERROR = 2
+DEMO_TASK = "Refactor hello.py: add type hints, docstrings, and a main guard"
 
 
 class InputError(click.ClickException):
@@ -64,28 +66,34 @@ class InputError(click.ClickException):
 
 @attrs.frozen
 class RunOptions:
-    """The options ``run``, ``chat`` and ``demo`` share, after parsing."""
+    """What ``run``, ``chat``, ``resume`` and ``demo`` share, once flags and config are merged."""
 
     workdir: Path
-    trace: Path | None
-    model: str
-    max_rounds: int
-    yes: bool
-    max_retries: int
-    trace_requests: bool
-    quiet: bool
+    config: Config
+    trace: Path | None = None
+    yes: bool = False
+    trace_requests: bool = False
+    quiet: bool = False
+    as_json: bool = False
+
+
+_FLAG_SETTINGS = ("model", "max_rounds", "max_retries", "sandbox", "deny_bash")
 
 
 def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    path = click.Path(file_okay=False, path_type=Path)
     options = [
-        click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default="."),
+        click.option("--workdir", type=path, default=".", help="Where the agent works."),
         click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None),
-        click.option("--model", envvar="ANTHROPIC_MODEL", default=DEFAULT_MODEL, show_default=True),
-        click.option("--max-rounds", type=click.IntRange(min=1), default=50, show_default=True),
+        click.option("--model", default=None, help="Model name [ANTHROPIC_MODEL]."),
+        click.option("--max-rounds", type=click.IntRange(min=1), default=None),
+        click.option("--max-retries", type=click.IntRange(min=0), default=None),
         click.option("--yes", is_flag=True, help="Run bash and file edits without asking."),
-        click.option("--max-retries", type=click.IntRange(min=0), default=4, show_default=True),
         click.option("--trace-requests", is_flag=True, help="Record full request bodies."),
         click.option("--quiet", is_flag=True, help="Show only the final answer and plan."),
+        click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout."),
+        click.option("--sandbox", type=click.Choice(["workdir", "none"]), default=None),
+        click.option("--deny-bash", is_flag=True, default=None, help="Refuse every bash call."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -93,13 +101,24 @@ def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _options(**kwargs: Any) -> RunOptions:
-    return RunOptions(**kwargs)
+    workdir: Path = kwargs.pop("workdir")
+    flags = {name: kwargs.pop(name) for name in _FLAG_SETTINGS}
+    if not workdir.is_dir():
+        raise InputError(f"--workdir {workdir}: no such directory")
+    try:
+        config = load_config(workdir, flags)
+    except ConfigError as error:
+        raise InputError(str(error)) from None
+    return RunOptions(workdir=workdir.resolve(), config=config, **kwargs)
 
 
 @click.group()
 @click.version_option(package_name="orchestrator")
 def cli() -> None:
     """Keep a coding agent on course with a guarded todo board and an auditing loop."""
+
+
+# --- running ---------------------------------------------------------------------------------
 
 
 @cli.command()
@@ -117,32 +136,120 @@ def run(task: str, replay_model: Path | None, **kwargs: Any) -> int:
     if replay_model is not None:
         recorded = _read_trace(replay_model)
         comparer = ResultComparer(recorded, lambda text: click.echo(text, err=True))
-        return _execute(_Session(task, ReplayModel(recorded), options, extra_sinks=(comparer,)))
-    return _execute(_Session(task, _anthropic_model(options), options))
+        session = _Session(options, ReplayModel(recorded), extra_sinks=(comparer,))
+    else:
+        session = _Session(options, _anthropic_model(options))
+    return _run_once(session, task)
 
 
 @cli.command()
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
 @_run_options
 def resume(trace: Path, **kwargs: Any) -> int:
-    """Continue an interrupted or failed run from its TRACE, appending to the same trace."""
-    options = _options(**kwargs)
+    """Continue an interrupted or failed run from TRACE, appending to the same trace."""
     rebuilt = rebuild(_read_trace(trace))
     if rebuilt.status == "done":
         raise InputError(f"{trace}: that run finished (done); there is nothing to resume")
-    settings = attrs.evolve(rebuilt.settings, max_rounds=rebuilt.last_round + options.max_rounds)
-    workdir = Path(settings.workdir) if settings.workdir else options.workdir
-    options = attrs.evolve(options, workdir=workdir, trace=trace, model=settings.model)
+    if rebuilt.settings.workdir and kwargs["workdir"] == Path("."):
+        kwargs["workdir"] = Path(rebuilt.settings.workdir)
+    options = attrs.evolve(_options(**kwargs), trace=trace)
+    max_rounds = rebuilt.last_round + options.config.max_rounds
     session = _Session(
-        None,
-        _anthropic_model(options),
         options,
+        _anthropic_model(options),
         board=rebuilt.board,
         conversation=rebuilt.conversation,
-        settings=settings,
+        settings=attrs.evolve(rebuilt.settings, max_rounds=max_rounds),
         resume_from=rebuilt,
     )
-    return _execute(session)
+    return _run_once(session, None)
+
+
+@cli.command()
+@_run_options
+def chat(**kwargs: Any) -> int:
+    """Talk to the agent turn by turn; the plan persists across turns."""
+    import readline
+
+    options = _options(**kwargs)
+    session = _Session(options, _anthropic_model(options))
+    history = options.workdir / ".orchestrator" / "chat_history"
+    if history.is_file():
+        readline.read_history_file(history)
+    click.echo("orchestrator chat: /plan, /reset, /diagram, /exit (or an empty line) to leave")
+    status = "done"
+    with session.open() as loop:
+        while True:
+            try:
+                line = input("you> ").strip()
+            except EOFError:
+                click.echo()
+                break
+            if line in ("", "/exit"):
+                break
+            if line.startswith("/"):
+                _chat_command(line, session)
+                continue
+            outcome = _run_turn(session, loop, line)
+            status = outcome.status
+            if status == "interrupted":
+                break
+    history.parent.mkdir(parents=True, exist_ok=True)
+    readline.write_history_file(history)
+    return EXIT_CODES[status] if status == "interrupted" else 0
+
+
+def _chat_command(line: str, session: _Session) -> None:
+    if line == "/plan":
+        click.echo(session.board.render())
+    elif line == "/reset":
+        session.board.reset()
+        click.echo("plan cleared")
+    elif line == "/diagram":
+        from orchestrator.diagram import render_diagram
+
+        click.echo(render_diagram("item", "mermaid"))
+    else:
+        click.echo(f"unknown command {line}; try /plan, /reset, /diagram or /exit")
+
+
+@cli.command()
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--quiet", is_flag=True, help="Show only the final answer and plan.")
+@click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout.")
+def demo(workdir: Path | None, quiet: bool, as_json: bool) -> int:
+    """Run the bundled SCRIPTED scenario offline: real tools in a fresh work directory."""
+    scenario = resources.files("orchestrator.scenarios")
+    script = parse_script(
+        json.loads(scenario.joinpath("refactor_hello.json").read_text("utf-8")),
+        source="refactor_hello.json",
+    )
+    files: Mapping[str, str] = json.loads(
+        scenario.joinpath("refactor_hello.files.json").read_text("utf-8")
+    )
+    root = workdir or Path(tempfile.mkdtemp(prefix="orchestrator-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    for name, content in files.items():
+        (root / name).write_text(content, encoding="utf-8")
+    say = _stderr_if(as_json)
+    say(f"[SCRIPTED scenario '{script.name}': not a recording of a real model]")
+    say(f"task: {DEMO_TASK}\nworkdir: {root}\n")
+    config = load_config(root, {"model": "scripted", "max_retries": 0}, env={})
+    options = RunOptions(root.resolve(), config, yes=True, quiet=quiet, as_json=as_json)
+    session = _Session(options, ScriptedModel(script))
+    code = _run_once(session, DEMO_TASK)
+    trace = shlex.quote(str(session.trace_path))
+    say(f"\n[SCRIPTED scenario finished]\nwork directory: {root}\ntrace: {session.trace_path}")
+    say(f"replay it:  orchestrator replay {trace}")
+    say(f"diagram it: orchestrator diagram --trace {trace}")
+    return code
+
+
+def _stderr_if(to_stderr: bool) -> Callable[[str], None]:
+    return lambda text: click.echo(text, err=to_stderr)
+
+
+# --- inspecting ------------------------------------------------------------------------------
 
 
 @cli.command()
@@ -182,6 +289,145 @@ def replay(trace: Path, check: bool, as_json: bool) -> int:
     return 0 if divergence is None else 1
 
 
+@cli.command()
+@click.option("--machine", type=click.Choice(["item", "loop", "all"]), default="all")
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--write-statecharts",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Regenerate the documentation folder (make statecharts).",
+)
+def diagram(
+    machine: str, fmt: str, output: Path | None, trace: Path | None, write_statecharts: Path | None
+) -> int:
+    """Draw the machines from their live definitions, or one run's path through them."""
+    from orchestrator.diagram import DiagramError, render_diagram
+    from orchestrator.diagram import write_statecharts as write_all
+
+    try:
+        if write_statecharts is not None:
+            for path in write_all(write_statecharts):
+                click.echo(f"wrote {path}")
+            return 0
+        text = render_diagram(machine, fmt, trace=trace)  # type: ignore[arg-type]
+    except DiagramError as error:
+        raise InputError(str(error)) from None
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+    return 0
+
+
+@cli.command(name="config")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=".")
+def show_config(workdir: Path) -> int:
+    """Print the effective settings, where each comes from, with secrets masked."""
+    try:
+        config = load_config(workdir)
+    except ConfigError as error:
+        raise InputError(str(error)) from None
+    rows = config.shown()
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, source in rows:
+        click.echo(f"{name:<{width}}  {value}  ({source})")
+    return 0
+
+
+# --- wiring ----------------------------------------------------------------------------------
+
+
+@attrs.define
+class _Session:
+    """The parts of a session; :meth:`open` wires them into a loop writing one trace."""
+
+    options: RunOptions
+    model: Model
+    board: PlanBoard = attrs.field(
+        default=attrs.Factory(lambda self: _new_board(self.options.config), takes_self=True)
+    )
+    conversation: Conversation | None = None
+    settings: LoopSettings | None = None
+    resume_from: RebuiltRun | None = None
+    extra_sinks: tuple[EventSink, ...] = ()
+    view: View = attrs.field(
+        default=attrs.Factory(
+            lambda self: choose_view(quiet=self.options.quiet, as_json=self.options.as_json),
+            takes_self=True,
+        )
+    )
+    trace_path: Path | None = None
+
+    @contextmanager
+    def open(self) -> Iterator[Loop]:
+        options, config = self.options, self.options.config
+        resumed = self.resume_from
+        run_id = resumed.run_id if resumed is not None else new_run_id()
+        self.trace_path = options.trace or default_trace_path(options.workdir, run_id)
+        settings = self.settings or LoopSettings(
+            model=config.model,
+            system=DEFAULT_SYSTEM.format(workdir=options.workdir),
+            max_tokens=config.max_tokens,
+            max_rounds=config.max_rounds,
+            reminder_threshold=config.reminder_threshold,
+            trace_requests=options.trace_requests,
+            workdir=str(options.workdir),
+        )
+        trace: Trace = open_trace(
+            self.trace_path,
+            run_id=run_id,
+            secrets=secrets_from_environment(),
+            sinks=[self.view, *self.extra_sinks],
+            append=resumed is not None,
+            first_seq=resumed.last_seq if resumed is not None else 0,
+        )
+        with trace:
+            yield Loop(
+                model=self.model,
+                tools=self._registry(),
+                plan=self.board,
+                log=trace.log,
+                settings=settings,
+                on_text=self.view.on_text,
+                conversation=self.conversation,
+            )
+
+    def _registry(self) -> ToolRegistry:
+        config = self.options.config
+        workdir = Workdir(self.options.workdir, confined=config.sandbox == "workdir")
+        tools: list[Tool] = [ReadFileTool(workdir), WriteFileTool(workdir), EditFileTool(workdir)]
+        if not config.deny_bash:
+            tools.insert(0, BashTool(workdir))
+        tools.append(TodoTool(self.board))
+        return ToolRegistry(tools, approver=_approver(self.options.yes))
+
+
+def _new_board(config: Config) -> PlanBoard:
+    return PlanBoard(limit=config.plan_limit, policy=EdgePolicy(config.plan_policy))
+
+
+def _run_once(session: _Session, task: str | None) -> int:
+    with session.open() as loop:
+        first_round = session.resume_from.last_round if session.resume_from is not None else 0
+        outcome = _run_turn(session, loop, task, first_round=first_round)
+    return EXIT_CODES[outcome.status]
+
+
+def _run_turn(session: _Session, loop: Loop, task: str | None, first_round: int = 0) -> RunOutcome:
+    with session.view:
+        outcome = loop.run(task, first_round=first_round)
+    say = _stderr_if(session.options.as_json)
+    if session.options.quiet and outcome.text:
+        say(outcome.text)
+    say("\n" + session.board.render())
+    if outcome.status != "done":
+        click.echo(f"orchestrator: run {outcome.status}: {outcome.reason}", err=True)
+    return outcome
+
+
 def _read_trace(path: Path) -> TraceFile:
     try:
         return read_trace(path)
@@ -190,128 +436,20 @@ def _read_trace(path: Path) -> TraceFile:
 
 
 def _anthropic_model(options: RunOptions) -> Model:
-    if not os.environ.get("ANTHROPIC_API_KEY"):
+    config = options.config
+    if not config.api_key:
         raise InputError(
             "ANTHROPIC_API_KEY is not set; export it (ANTHROPIC_BASE_URL points the client at "
             "any Messages-API endpoint), or try `orchestrator demo`, which runs offline"
         )
     from orchestrator.anthropic_model import AnthropicModel
 
-    return AnthropicModel(max_retries=options.max_retries)
-
-
-@cli.command()
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--quiet", is_flag=True)
-def demo(workdir: Path | None, quiet: bool) -> int:
-    """Run the bundled SCRIPTED scenario offline: real tools in a fresh work directory."""
-    scenario = resources.files("orchestrator.scenarios")
-    script = parse_script(
-        json.loads(scenario.joinpath("refactor_hello.json").read_text("utf-8")),
-        source="refactor_hello.json",
+    return AnthropicModel(
+        max_retries=config.max_retries,
+        timeout=config.timeout,
+        api_key=config.api_key,
+        base_url=config.base_url,
     )
-    files: Mapping[str, str] = json.loads(
-        scenario.joinpath("refactor_hello.files.json").read_text("utf-8")
-    )
-    root = workdir or Path(tempfile.mkdtemp(prefix="orchestrator-demo-"))
-    root.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        (root / name).write_text(content, encoding="utf-8")
-    task = "Refactor hello.py: add type hints, docstrings, and a main guard"
-    click.echo(f"[scripted scenario: {script.name}; not a recording of a real model]")
-    click.echo(f"task: {task}\nworkdir: {root}\n")
-    options = RunOptions(
-        workdir=root,
-        trace=None,
-        model="scripted",
-        max_rounds=50,
-        yes=True,
-        max_retries=0,
-        trace_requests=False,
-        quiet=quiet,
-    )
-    return _execute(_Session(task, ScriptedModel(script), options, after=_demo_epilogue))
-
-
-def _demo_epilogue(trace: Path, workdir: Path) -> None:
-    click.echo(f"\n[scripted scenario finished]\nwork directory: {workdir}\ntrace: {trace}")
-    click.echo(f"replay it:  orchestrator replay {shlex.quote(str(trace))}")
-    click.echo(f"diagram it: orchestrator diagram --trace {shlex.quote(str(trace))}")
-
-
-@attrs.frozen
-class _Session:
-    """Everything one run needs, assembled by a command and executed by :func:`_execute`."""
-
-    task: str | None
-    model: Model
-    options: RunOptions
-    board: PlanBoard = attrs.field(factory=PlanBoard)
-    conversation: Conversation | None = None
-    settings: LoopSettings | None = None
-    resume_from: RebuiltRun | None = None
-    extra_sinks: tuple[EventSink, ...] = ()
-    after: Callable[[Path, Path], None] | None = None
-
-
-def _execute(session: _Session) -> int:
-    options = session.options
-    workdir = options.workdir.resolve()
-    if not workdir.is_dir():
-        raise InputError(f"--workdir {options.workdir}: no such directory")
-    confined = Workdir(workdir)
-    registry = ToolRegistry(
-        [
-            BashTool(confined),
-            ReadFileTool(confined),
-            WriteFileTool(confined),
-            EditFileTool(confined),
-            TodoTool(session.board),
-        ],
-        approver=_approver(options.yes),
-    )
-    view = PlainView(quiet=options.quiet)
-    resumed = session.resume_from
-    run_id = resumed.run_id if resumed is not None else new_run_id()
-    trace_path = options.trace or default_trace_path(workdir, run_id)
-    settings = session.settings or LoopSettings(
-        model=options.model,
-        system=DEFAULT_SYSTEM.format(workdir=workdir),
-        max_rounds=options.max_rounds,
-        trace_requests=options.trace_requests,
-        workdir=str(workdir),
-    )
-    with open_trace(
-        trace_path,
-        run_id=run_id,
-        secrets=secrets_from_environment(),
-        sinks=[view, *session.extra_sinks],
-        append=resumed is not None,
-        first_seq=resumed.last_seq if resumed is not None else 0,
-    ) as trace:
-        loop = Loop(
-            model=session.model,
-            tools=registry,
-            plan=session.board,
-            log=trace.log,
-            settings=settings,
-            on_text=view.on_text,
-            conversation=session.conversation,
-        )
-        first_round = resumed.last_round if resumed is not None else 0
-        outcome = loop.run(session.task, first_round=first_round)
-    _report(outcome, session.board, options.quiet)
-    if session.after is not None:
-        session.after(trace_path, workdir)
-    return EXIT_CODES[outcome.status]
-
-
-def _report(outcome: RunOutcome, board: PlanBoard, quiet: bool) -> None:
-    if quiet and outcome.text:
-        click.echo(outcome.text)
-    click.echo("\n" + board.render())
-    if outcome.status != "done":
-        click.echo(f"orchestrator: run {outcome.status}: {outcome.reason}", err=True)
 
 
 def _approver(yes: bool) -> Approver | None:
@@ -339,7 +477,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = cli.main(args=argv, prog_name="orchestrator", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("orchestrator: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(EXIT_CODES["interrupted"])
     except click.ClickException as error:
         hint = ""
         if isinstance(error, click.UsageError) and error.ctx is not None:

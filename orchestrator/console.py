@@ -1,70 +1,141 @@
-"""What a person sees while a run goes on: streamed text and one compact line per event.
+"""What a person sees while a run goes on, fed by the same events the trace records.
 
-The view is an event sink of the trace's processor chain, so the terminal shows exactly what
-the trace records, rendered for people instead of programs.
+A view is an event sink of the trace's processor chain plus an ``on_text`` callback for streamed
+model text. :class:`LiveView` keeps a rich plan panel on screen; :class:`PlainView` writes plain
+lines for pipes and ``NO_COLOR``; :class:`JsonView` streams the events themselves.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.progress_bar import ProgressBar
+from rich.spinner import Spinner
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.guard import describe_arguments
-from orchestrator.plan import items_from_dicts, render_items
+from orchestrator.plan import PlanItem, Status, items_from_dicts, render_items
 
 if TYPE_CHECKING:
     from orchestrator.replay import RoundSummary
 
 
+class View(Protocol):
+    """What the CLI hands a run: an event sink, a text sink, and a start/stop pair."""
+
+    def __call__(self, event: Mapping[str, Any]) -> None: ...
+
+    def on_text(self, text: str) -> None: ...
+
+    def __enter__(self) -> View: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def choose_view(*, quiet: bool, as_json: bool, stream: TextIO | None = None) -> View:
+    """``--json`` and ``--quiet`` first; then live on a colour terminal, plain otherwise."""
+    stream = stream or sys.stdout
+    if as_json:
+        return JsonView(stream)
+    if quiet:
+        return PlainView(stream, quiet=True)
+    if stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb":
+        return LiveView(Console(file=stream))
+    return PlainView(stream)
+
+
+# --- the lines every view shares -------------------------------------------------------------
+
+
+class _EventLines:
+    """Turns events into (text, style) lines; the views decide how to show them."""
+
+    def __init__(self) -> None:
+        self._calls: dict[str, Mapping[str, Any]] = {}
+
+    def lines(self, event: Mapping[str, Any]) -> list[tuple[str, str]]:
+        name = event.get("event")
+        if name == "tool.call":
+            self._calls[str(event["id"])] = event
+            return []
+        if name == "tool.result":
+            call = self._calls.pop(str(event["id"]), {})
+            args = describe_arguments(call.get("input", {}))
+            ok = not event["is_error"]
+            head = (
+                f"{'✓' if ok else '✗'} {event['name']} {args}  "
+                f"{event['duration_ms']:.0f} ms  {'ok' if ok else 'error'}"
+            )
+            out = [(head, "green" if ok else "red")]
+            if not ok:
+                out.append(("    " + str(event["output"]).splitlines()[0], "red dim"))
+            return out
+        if name == "audit.reminder":
+            text = f"⚑ reminder: the plan has not changed for {event['rounds_since_update']} rounds"
+            return [(text, "bold yellow")]
+        if name == "guard.blocked":
+            return [
+                (f"⊘ blocked {event['name']}: {event['rule'].replace('_', ' ')} call", "magenta")
+            ]
+        if name == "plan.rejected":
+            return [(f"✗ plan update rejected: {event['message']}", "red")]
+        if name == "model.response":
+            usage = event.get("usage") or {}
+            text = (
+                f"· round {event['round']}: {usage.get('input_tokens', 0)} in · "
+                f"{usage.get('output_tokens', 0)} out · "
+                f"{usage.get('cache_read_input_tokens', 0)} cache read · "
+                f"{usage.get('cache_creation_input_tokens', 0)} cache write"
+            )
+            return [(text, "dim")]
+        if name == "run.finished":
+            text = f"run {event['status']} after {event['rounds']} rounds"
+            if event.get("reason"):
+                text += f": {event['reason']}"
+            return [(text, "bold green" if event["status"] == "done" else "bold red")]
+        return []
+
+
+# --- plain ---------------------------------------------------------------------------------
+
+
 class PlainView:
-    """Plain-text rendering: no escape codes, fit for pipes, logs and ``NO_COLOR``."""
+    """Plain text with no escape codes, fit for pipes, logs and ``NO_COLOR``."""
 
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
         self._stream = stream or sys.stdout
         self._quiet = quiet
-        self._calls: dict[str, Mapping[str, Any]] = {}
+        self._lines = _EventLines()
         self._midline = False
 
+    def __enter__(self) -> PlainView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._midline:
+            self._write("\n")
+
     def on_text(self, text: str) -> None:
-        if not self._quiet:
+        if not self._quiet and text:
             self._write(text)
             self._midline = not text.endswith("\n")
 
     def __call__(self, event: Mapping[str, Any]) -> None:
-        name = event.get("event")
-        if name == "run.finished":
-            self._line(f"run {event['status']} after {event['rounds']} rounds {event['reason']}")
         if self._quiet:
             return
-        if name == "tool.call":
-            self._calls[str(event["id"])] = event
-        elif name == "tool.result":
-            call = self._calls.pop(str(event["id"]), {})
-            mark = "error" if event["is_error"] else "ok"
-            args = describe_arguments(call.get("input", {}))
-            self._line(f"  > {event['name']} {args} ({event['duration_ms']:.0f} ms, {mark})")
-            if event["is_error"]:
-                self._line("    " + str(event["output"]).splitlines()[0])
-        elif name == "plan.updated":
+        if event.get("event") == "plan.updated":
             self._line(_indent(render_items(items_from_dicts(event["items"]))))
-        elif name == "audit.reminder":
-            self._line(
-                f"  ! reminder: the plan has not changed for {event['rounds_since_update']} rounds"
-            )
-        elif name == "guard.blocked":
-            self._line(f"  ! blocked {event['name']}: {event['rule']}")
-        elif name == "model.response":
-            usage = event.get("usage", {})
-            self._line(
-                f"  · round {event['round']}: {usage.get('input_tokens', 0)} in, "
-                f"{usage.get('output_tokens', 0)} out, "
-                f"{usage.get('cache_read_input_tokens', 0)} cached"
-            )
+        for text, _style in self._lines.lines(event):
+            self._line(text)
 
     def _line(self, text: str) -> None:
         if self._midline:
@@ -78,7 +149,125 @@ class PlainView:
 
 
 def _indent(text: str) -> str:
-    return "\n".join("    " + line for line in text.splitlines())
+    return "\n".join("    " + line if line else "" for line in text.splitlines())
+
+
+# --- json ----------------------------------------------------------------------------------
+
+
+class JsonView:
+    """``--json``: every trace event as one JSON line on stdout, for other programs."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stdout
+
+    def __enter__(self) -> JsonView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def on_text(self, text: str) -> None:
+        return None  # the text arrives whole in model.response
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        self._stream.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        self._stream.flush()
+
+
+# --- live ----------------------------------------------------------------------------------
+
+_STYLES = {
+    Status.PENDING: "white",
+    Status.IN_PROGRESS: "bold cyan",
+    Status.COMPLETED: "green",
+    Status.CANCELLED: "dim strike",
+}
+_MARKERS = {
+    Status.PENDING: "[ ]",
+    Status.IN_PROGRESS: "[>]",
+    Status.COMPLETED: "[x]",
+    Status.CANCELLED: "[-]",
+}
+
+
+class LiveView:
+    """A rich plan panel pinned to the bottom of the terminal; events scroll above it."""
+
+    def __init__(self, console: Console) -> None:
+        self._console = console
+        self._lines = _EventLines()
+        self._items: tuple[PlanItem, ...] = ()
+        self._partial = ""
+        self._spinner = Spinner("dots", style="cyan")
+        self._live: Live | None = None
+
+    def __enter__(self) -> LiveView:
+        # A new Live per run: chat starts and stops the panel around every prompt.
+        self._live = Live(
+            console=self._console,
+            refresh_per_second=8,
+            get_renderable=self._renderable,
+            transient=True,
+        )
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._flush_partial()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def on_text(self, text: str) -> None:
+        *complete, self._partial = (self._partial + text).split("\n")
+        for line in complete:
+            self._console.print(Text(line), soft_wrap=True)
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        if event.get("event") == "plan.updated":
+            self._items = items_from_dicts(event["items"])
+        lines = self._lines.lines(event)
+        if lines:
+            self._flush_partial()
+        for text, style in lines:
+            self._console.print(Text(text, style=style), soft_wrap=True)
+
+    def _flush_partial(self) -> None:
+        if self._partial:
+            self._console.print(Text(self._partial), soft_wrap=True)
+            self._partial = ""
+
+    def _renderable(self) -> RenderableType:
+        parts: list[RenderableType] = []
+        if self._partial:
+            parts.append(Text(self._partial))
+        parts.append(plan_panel(self._items, self._spinner))
+        return Group(*parts)
+
+
+def plan_panel(items: Sequence[PlanItem], spinner: Spinner | None = None) -> Panel:
+    """The plan as a panel: one coloured row per item and a ``k/n`` progress bar."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=3)
+    grid.add_column()
+    for item in items:
+        style = _STYLES[item.status]
+        label = Text(f"#{item.id}: {item.text}", style=style)
+        if item.status == Status.IN_PROGRESS:
+            activity: RenderableType = Text(item.active_form or "working", style="cyan")
+            if spinner is not None:
+                spinner.text = activity
+                activity = spinner
+            grid.add_row(Text(_MARKERS[item.status], style=style), Group(label, activity))
+        else:
+            grid.add_row(Text(_MARKERS[item.status], style=style), label)
+    done = sum(item.status == Status.COMPLETED for item in items)
+    total = len(items)
+    footer = Table.grid(padding=(0, 1))
+    footer.add_row(ProgressBar(total=max(total, 1), completed=done, width=30), f"{done}/{total}")
+    body: RenderableType = Group(grid, footer) if items else Text("No todos.", style="dim")
+    return Panel(body, title="plan", title_align="left", border_style="blue")
 
 
 def print_timeline(rows: Sequence[RoundSummary], stream: TextIO | None = None) -> None:

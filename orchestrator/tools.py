@@ -75,6 +75,8 @@ class Workdir:
     """The directory the model works in; every model-supplied path is resolved against it."""
 
     root: Path = attrs.field(converter=_resolved_root)
+    #: ``--sandbox none`` turns confinement off: paths resolve anywhere the user can reach.
+    confined: bool = True
 
     def resolve(self, path: str) -> Path:
         """Return the absolute, symlink-free location of ``path``, or raise :class:`ToolError`.
@@ -95,7 +97,7 @@ class Workdir:
                 f"Error: path {_quoted(path)} cannot be resolved ({error}); "
                 "use a plain path inside the work directory"
             ) from error
-        if not resolved.is_relative_to(self.root):
+        if self.confined and not resolved.is_relative_to(self.root):
             raise ToolError(
                 f"Error: path {_quoted(path)} escapes the work directory {self.root}; "
                 f"use a path inside it, e.g. {_quoted(_suggestion(path))}"
@@ -104,7 +106,11 @@ class Workdir:
 
     def relative(self, path: Path) -> str:
         """Name ``path`` (a result of :meth:`resolve`) the way the model should refer to it."""
-        return path.relative_to(self.root).as_posix() if path != self.root else "."
+        if path == self.root:
+            return "."
+        return (
+            path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+        )
 
     def _check_shape(self, path: str) -> None:
         if not path:
@@ -115,6 +121,8 @@ class Workdir:
             )
         if "\x00" in path:
             raise ToolError(f"Error: path {_quoted(path)} contains a NUL byte; remove it")
+        if not self.confined:
+            return
         if path.startswith("~"):
             raise ToolError(
                 f"Error: path {_quoted(path)} starts with '~'; home directories are outside "

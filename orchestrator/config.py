@@ -1,0 +1,192 @@
+"""Effective settings: flags, then the environment, then ``orchestrator.toml``, then defaults.
+
+Every value remembers where it came from, so ``orchestrator config`` can show it, and a wrong
+value is refused with one line naming the setting, the source and what was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+CONFIG_FILE = "orchestrator.toml"
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+class ConfigError(Exception):
+    """A setting with a wrong value; ``str()`` is one line naming it."""
+
+
+def _positive_int(value: object) -> int:
+    number = _integer(value)
+    if number < 1:
+        raise ValueError("a whole number of at least 1")
+    return number
+
+
+def _non_negative_int(value: object) -> int:
+    number = _integer(value)
+    if number < 0:
+        raise ValueError("a whole number of at least 0")
+    return number
+
+
+def _integer(value: object) -> int:
+    if isinstance(value, bool):
+        raise ValueError("a whole number")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise ValueError("a whole number")
+
+
+def _positive_float(value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError("a number of seconds") from None
+    if isinstance(value, bool) or number <= 0:
+        raise ValueError("a number of seconds above 0")
+    return number
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("a non-empty string")
+    return value.strip()
+
+
+def _boolean(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError("true or false")
+
+
+def _choice(*allowed: str) -> Callable[[object], str]:
+    def check(value: object) -> str:
+        if isinstance(value, str) and value.strip().lower() in allowed:
+            return value.strip().lower()
+        raise ValueError("one of " + ", ".join(allowed))
+
+    return check
+
+
+@attrs.frozen
+class _Setting:
+    name: str
+    parse: Callable[[object], Any]
+    default: Any
+    env: tuple[str, ...]
+    secret: bool = False
+
+
+#: Every setting, its parser, default and environment variables, in the order shown.
+SETTINGS: tuple[_Setting, ...] = (
+    _Setting("model", _text, DEFAULT_MODEL, ("ORCHESTRATOR_MODEL", "ANTHROPIC_MODEL")),
+    _Setting("max_rounds", _positive_int, 50, ("ORCHESTRATOR_MAX_ROUNDS",)),
+    _Setting("max_tokens", _positive_int, 8192, ("ORCHESTRATOR_MAX_TOKENS",)),
+    _Setting("max_retries", _non_negative_int, 4, ("ORCHESTRATOR_MAX_RETRIES",)),
+    _Setting("timeout", _positive_float, 600.0, ("ORCHESTRATOR_TIMEOUT",)),
+    _Setting("reminder_threshold", _positive_int, 3, ("ORCHESTRATOR_REMINDER_THRESHOLD",)),
+    _Setting("plan_limit", _positive_int, 20, ("ORCHESTRATOR_PLAN_LIMIT",)),
+    _Setting("plan_policy", _choice("strict", "lenient"), "strict", ("ORCHESTRATOR_PLAN_POLICY",)),
+    _Setting("sandbox", _choice("workdir", "none"), "workdir", ("ORCHESTRATOR_SANDBOX",)),
+    _Setting("deny_bash", _boolean, False, ("ORCHESTRATOR_DENY_BASH",)),
+    _Setting("base_url", _text, None, ("ANTHROPIC_BASE_URL",)),
+    _Setting("api_key", _text, None, ("ANTHROPIC_API_KEY",), secret=True),
+)
+_BY_NAME = {setting.name: setting for setting in SETTINGS}
+#: Settings a config file may not hold: a key in a file checked into a repo is a leak.
+_NOT_IN_FILE = frozenset({"api_key"})
+
+
+@attrs.frozen
+class Config:
+    """The effective settings and where each came from (flag, a variable, the file, default)."""
+
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def shown(self) -> list[tuple[str, str, str]]:
+        """(name, value, source) rows with secrets masked, for ``orchestrator config``."""
+        rows = []
+        for setting in SETTINGS:
+            value = self.values[setting.name]
+            text = "(not set)" if value is None else str(value)
+            if setting.secret and value is not None:
+                text = mask(str(value))
+            rows.append((setting.name, text, self.sources[setting.name]))
+        return rows
+
+
+def mask(secret: str) -> str:
+    """Show only enough of a secret to recognise it."""
+    return secret[:6] + "…" + secret[-4:] if len(secret) > 14 else "…" * 3
+
+
+def load_config(
+    workdir: Path,
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Resolve every setting; flags with the value None count as not given."""
+    env = os.environ if env is None else env
+    file_values, file_name = _read_file(workdir / CONFIG_FILE)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for setting in SETTINGS:
+        candidates: list[tuple[str, object]] = []
+        flag = (flags or {}).get(setting.name)
+        if flag is not None:
+            candidates.append((f"--{setting.name.replace('_', '-')}", flag))
+        candidates.extend((var, env[var]) for var in setting.env if env.get(var))
+        if setting.name in file_values:
+            candidates.append((f"{file_name} [{setting.name}]", file_values[setting.name]))
+        if not candidates:
+            values[setting.name], sources[setting.name] = setting.default, "default"
+            continue
+        source, raw = candidates[0]
+        try:
+            values[setting.name] = setting.parse(raw)
+        except ValueError as error:
+            raise ConfigError(
+                f"{source}: {setting.name} must be {error}, got {raw!r}"
+                if not setting.secret
+                else f"{source}: {setting.name} must be {error}"
+            ) from None
+        sources[setting.name] = source
+    return Config(values, sources)
+
+
+def _read_file(path: Path) -> tuple[Mapping[str, Any], str]:
+    if not path.is_file():
+        return {}, str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read it: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    for key in data:
+        if key in _NOT_IN_FILE:
+            raise ConfigError(f"{path}: {key} does not belong in a file; use ANTHROPIC_API_KEY")
+        if key not in _BY_NAME:
+            known = ", ".join(s.name for s in SETTINGS if s.name not in _NOT_IN_FILE)
+            raise ConfigError(f"{path}: unknown setting {key!r}; known settings: {known}")
+    return data, str(path)

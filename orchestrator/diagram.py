@@ -1,0 +1,401 @@
+"""Statecharts of the item and loop machines, drawn by ``transitions`` from their live definitions.
+
+The states and initial state come from :class:`~orchestrator.plan.ItemMachine` and
+:class:`~orchestrator.loop.LoopMachine`, the edges from :data:`~orchestrator.plan.ITEM_TRANSITIONS`
+and :data:`~orchestrator.loop.LOOP_TRANSITIONS`; ``transitions``' own diagram support writes the
+Mermaid text and the Graphviz source, so no edge is ever typed here. Edge labels read
+``trigger [guard] / action``. Given a trace, the same charts show one run: the states and edges it
+visited are highlighted and every edge that fired says how often (``pause ×2``).
+:func:`write_statecharts` produces the checked-in ``statecharts/`` directory, deterministically,
+so a test can compare it byte for byte.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+from transitions.extensions.diagrams import GraphMachine
+from transitions.extensions.diagrams_base import BaseGraph
+from transitions.extensions.diagrams_graphviz import Graph as GraphvizGraph
+from transitions.extensions.diagrams_mermaid import Graph as MermaidGraph
+
+from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine
+from orchestrator.plan import ITEM_TRANSITIONS, ItemMachine
+
+MachineName = Literal["item", "loop", "all"]
+DiagramFormat = Literal["mermaid", "dot"]
+
+DOT_PROGRAM_MISSING = (
+    "the dot format needs Graphviz's `dot` program; install graphviz "
+    "(e.g. apt-get install graphviz) or use --format mermaid"
+)
+GRAPHVIZ_PACKAGE_MISSING = (
+    "the dot format needs the graphviz Python package; "
+    "install it with pip install 'orchestrator[graphviz]' or use --format mermaid"
+)
+
+#: Trace events that prove a transition callback ran, so the next ``loop.transition`` is the edge
+#: carrying that callback (the plain and the stale ``advance`` edges share source and destination).
+_CALLBACK_EVIDENCE: Mapping[str, str] = {"audit.reminder": "remind"}
+
+_VISITED = "visited"
+
+#: (source, trigger, destination, ``before`` callbacks): one edge of a table.
+_EdgeKey = tuple[str, str, str, tuple[str, ...]]
+
+
+class DiagramError(Exception):
+    """A diagram that cannot be drawn; ``str()`` is one line saying what to do about it."""
+
+
+# --- what is drawn ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Chart:
+    """One machine as the diagram code sees it: its name, states, initial state and edge table."""
+
+    name: str
+    states: tuple[str, ...]
+    initial: str
+    transitions: tuple[Mapping[str, Any], ...]
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} machine"
+
+
+def _item_chart() -> _Chart:
+    machine = ItemMachine()
+    return _Chart("item", tuple(machine.states), str(machine.initial), ITEM_TRANSITIONS)
+
+
+def _loop_chart() -> _Chart:
+    machine = LoopMachine()
+    return _Chart("loop", tuple(machine.states), str(machine.initial), LOOP_TRANSITIONS)
+
+
+@attrs.frozen
+class _Visits:
+    """What a trace shows one machine did: how often each edge fired, summed over its models."""
+
+    edges: Mapping[_EdgeKey, int] = attrs.field(factory=dict)
+
+    @property
+    def states(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for src, _trigger, dst, _actions in self.edges:
+            seen[src] = seen[dst] = None
+        return tuple(seen)
+
+    def count(self, transition: Mapping[str, Any]) -> int:
+        src = str(transition["source"])
+        key = (
+            src,
+            str(transition["trigger"]),
+            str(transition.get("dest", src)),
+            # Only callbacks a trace can prove ran tell edges with the same ends apart.
+            tuple(c for c in transition.get("before", ()) if c in _CALLBACK_EVIDENCE.values()),
+        )
+        return self.edges.get(key, 0)
+
+
+# --- transitions' diagram support, with actions and counts on the edges ----------------------
+
+
+def _edge_label(label: str, transition: Mapping[str, Any], visits: _Visits | None) -> str:
+    """Extend transitions' ``trigger [guard]`` label with ``/ action`` and, for a run, ``×N``."""
+    actions = [*transition.get("before", ()), *transition.get("after", ())]
+    if actions:
+        label += " / " + ", ".join(actions)
+    fired = visits.count(transition) if visits is not None else 0
+    return f"{label} ×{fired}" if fired else label
+
+
+class _MermaidChartGraph(MermaidGraph):
+    visits: _Visits | None = None
+
+    def _transition_label(self, tran: dict[str, Any]) -> str:
+        return _edge_label(super()._transition_label(tran), tran, self.visits)
+
+
+class _GraphvizChartGraph(GraphvizGraph):
+    visits: _Visits | None = None
+
+    def _transition_label(self, tran: dict[str, Any]) -> str:
+        return _edge_label(super()._transition_label(tran), tran, self.visits)
+
+
+def _styles(fmt: DiagramFormat, *, run: bool) -> dict[str, Any]:
+    """Node and edge styles by name, in the shape ``GraphMachine.style_attributes`` has.
+
+    For a run, ``visited`` marks a state it touched and ``previous`` (transitions' name for a
+    taken edge) an edge it took. Mermaid takes CSS, and its state diagrams cannot style edges.
+    """
+    if fmt == "mermaid":
+        nodes: dict[str, dict[str, str]] = {"default": {"fillcolor": "white", "color": "black"}}
+        if run:
+            nodes[_VISITED] = {"fillcolor": "#cde4ff", "stroke": "#1f6feb", "stroke-width": "3px"}
+        return {"node": nodes}
+    return {
+        "node": {
+            # transitions' own default look, minus the attributes dot ignores
+            "default": {
+                "style": "rounded,filled",
+                "shape": "rectangle",
+                "fillcolor": "white",
+                "color": "black",
+            },
+            _VISITED: {"color": "blue", "fillcolor": "lightblue", "penwidth": "3"},
+        },
+        "edge": {
+            "default": {"color": "black"},
+            "previous": {"color": "blue", "fontcolor": "blue", "penwidth": "3"},
+        },
+    }
+
+
+class _ChartMachine(GraphMachine):
+    """A model-less ``GraphMachine`` built from a chart: only ever drawn, never triggered."""
+
+    def __init__(self, chart: _Chart, fmt: DiagramFormat, *, run: bool) -> None:
+        super().__init__(
+            model=None,
+            states=list(chart.states),
+            initial=chart.initial,
+            transitions=[dict(t) for t in chart.transitions],
+            auto_transitions=False,
+            title=chart.title,
+            show_conditions=True,
+            graph_engine="graphviz" if fmt == "dot" else "mermaid",
+        )
+        # Only rankdir: transitions' "directed" and "strict" would land in dot as graph attributes.
+        self.machine_attributes = {"rankdir": "LR"}
+        self.style_attributes = _styles(fmt, run=run)
+
+    def _init_graphviz_engine(self, graph_engine: str) -> type[BaseGraph]:
+        return _GraphvizChartGraph if graph_engine == "graphviz" else _MermaidChartGraph
+
+
+def _draw(chart: _Chart, fmt: DiagramFormat, visits: _Visits | None = None) -> str:
+    machine = _ChartMachine(chart, fmt, run=visits is not None)
+    graph = machine.graph_cls(machine)
+    assert isinstance(graph, _MermaidChartGraph | _GraphvizChartGraph)
+    if visits is not None:
+        graph.visits = visits
+        for src, _trigger, dst, _actions in visits.edges:
+            graph.set_previous_transition(src, dst)
+        # After the edges, which mark their sources "previous" as a side effect.
+        for state in visits.states:
+            graph.set_node_style(state, _VISITED)
+    source = str(graph.get_graph(title=chart.title).source)
+    return _tidy_mermaid(source) if fmt == "mermaid" else source.rstrip("\n")
+
+
+def _tidy_mermaid(source: str) -> str:
+    """Tidy transitions' Mermaid text without changing what it draws.
+
+    The title block goes, so the text starts with ``stateDiagram-v2``; ``Class`` is written
+    ``class`` as in Mermaid's documentation; trailing blanks go (the files are compared as bytes).
+    """
+    lines = source.split("\n")
+    if lines[0] == "---":
+        lines = lines[lines.index("---", 1) + 1 :]
+    tidy = []
+    for line in lines:
+        body = line.strip()
+        indent = line[: len(line) - len(line.lstrip())] if body else ""
+        if body.startswith("Class "):
+            body = "class " + body.removeprefix("Class ")
+        tidy.append(indent + body)
+    return "\n".join(tidy).strip("\n")
+
+
+# --- reading a trace --------------------------------------------------------------------------
+
+
+def _read_trace(path: Path) -> tuple[_Visits, _Visits]:
+    """The item and the loop machine's edge counts in one trace file."""
+    records = _trace_records(path)
+    items: Counter[_EdgeKey] = Counter()
+    loop: Counter[_EdgeKey] = Counter()
+    evidence: list[str] = []
+    for number, record in records:
+        event = record.get("event")
+        if event == "plan.transition":
+            src, trigger, dst = _edge_fields(path, number, record)
+            items[(src, trigger, dst, ())] += 1
+        elif event == "loop.transition":
+            src, trigger, dst = _edge_fields(path, number, record)
+            loop[(src, trigger, dst, tuple(evidence))] += 1
+            evidence = []
+        elif isinstance(event, str) and event in _CALLBACK_EVIDENCE:
+            evidence.append(_CALLBACK_EVIDENCE[event])
+    return _Visits(dict(items)), _Visits(dict(loop))
+
+
+def _trace_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DiagramError(
+            f"trace {path}: no such file; pass a trace written by orchestrator run --trace"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DiagramError(f"trace {path}: cannot read it: {error}") from None
+    if not text.strip():
+        raise DiagramError(f"trace {path} is empty; a run writes one JSON event per line")
+    lines = text.split("\n")
+    records: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines):
+                break  # a last line without its newline: the run was killed while writing it
+            raise DiagramError(
+                f"trace {path} line {number} is not JSON ({error.msg}); "
+                "pass a trace written by orchestrator run --trace"
+            ) from None
+        if not isinstance(record, dict):
+            raise DiagramError(f"trace {path} line {number} is not a JSON object")
+        records.append((number, record))
+    if not records:
+        raise DiagramError(f"trace {path} has no complete line; its only line is cut short")
+    return records
+
+
+def _edge_fields(path: Path, number: int, record: Mapping[str, Any]) -> tuple[str, str, str]:
+    values = [record.get(key) for key in ("src", "trigger", "dst")]
+    if not all(isinstance(value, str) for value in values):
+        raise DiagramError(
+            f"trace {path} line {number}: {record['event']} needs string src, trigger and dst"
+        )
+    src, trigger, dst = (str(value) for value in values)
+    return src, trigger, dst
+
+
+# --- public API -------------------------------------------------------------------------------
+
+
+def render_diagram(machine: MachineName, fmt: DiagramFormat, *, trace: Path | None = None) -> str:
+    """The statechart of ``machine`` as Mermaid or Graphviz dot text (no trailing newline).
+
+    ``"all"`` gives the item machine's diagram, then the loop machine's. With ``trace``, the
+    states and edges that run visited are highlighted and each edge that fired shows ``×N``.
+    """
+    if machine not in ("item", "loop", "all"):
+        raise DiagramError(f"unknown machine {machine!r}; use item, loop or all")
+    if fmt not in ("mermaid", "dot"):
+        raise DiagramError(f"unknown format {fmt!r}; use mermaid or dot")
+    if fmt == "dot":
+        if shutil.which("dot") is None:
+            raise DiagramError(DOT_PROGRAM_MISSING)
+        _require_graphviz_package()
+    item_visits: _Visits | None = None
+    loop_visits: _Visits | None = None
+    if trace is not None:
+        item_visits, loop_visits = _read_trace(trace)
+    diagrams = []
+    if machine in ("item", "all"):
+        diagrams.append(_draw(_item_chart(), fmt, item_visits))
+    if machine in ("loop", "all"):
+        diagrams.append(_draw(_loop_chart(), fmt, loop_visits))
+    separator = "\n\n%% loop machine\n" if fmt == "mermaid" else "\n\n"
+    return separator.join(diagrams)
+
+
+def write_statecharts(directory: Path) -> list[Path]:
+    """Write ``item.mmd``, ``loop.mmd``, ``item.dot``, ``loop.dot`` and ``README.md``.
+
+    The dot files are Graphviz source, so writing them needs the graphviz Python package but
+    not the ``dot`` program. The output depends only on the machine definitions.
+    """
+    _require_graphviz_package()
+    item, loop = _item_chart(), _loop_chart()
+    item_mermaid, loop_mermaid = _draw(item, "mermaid"), _draw(loop, "mermaid")
+    contents = {
+        "item.mmd": item_mermaid,
+        "loop.mmd": loop_mermaid,
+        "item.dot": _draw(item, "dot"),
+        "loop.dot": _draw(loop, "dot"),
+        "README.md": _README.format(item_mermaid=item_mermaid, loop_mermaid=loop_mermaid),
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in contents.items():
+        path = directory / name
+        path.write_text(text.rstrip("\n") + "\n", encoding="utf-8", newline="\n")
+        written.append(path)
+    return written
+
+
+def _require_graphviz_package() -> None:
+    try:
+        importlib.import_module("graphviz")
+    except ImportError:
+        raise DiagramError(GRAPHVIZ_PACKAGE_MISSING) from None
+
+
+_README = """\
+# Statecharts
+
+Generated by `make statecharts` (`orchestrator diagram --write-statecharts statecharts`) from
+the live machine definitions: `ItemMachine` and `ITEM_TRANSITIONS` in `orchestrator/plan.py`,
+`LoopMachine`, `LOOP_STATES` and `LOOP_TRANSITIONS` in `orchestrator/loop.py`. The drawing is
+done by the `transitions` library's own diagram support. Do not edit these files by hand:
+`tests/test_diagram.py` fails as soon as they differ from what the code generates.
+
+`item.mmd` and `loop.mmd` are Mermaid; `item.dot` and `loop.dot` are Graphviz source
+(`dot -Tsvg loop.dot -o loop.svg`). An edge label reads `trigger [guard] / action`; edges
+between the same two states share one arrow, their labels joined by `|`.
+
+To see one run, `orchestrator diagram --trace TRACE` draws the same charts with the states and
+edges that run visited highlighted and each edge that fired labelled with its count
+(`pause ×2`), summed over all items for the item machine.
+
+## Item machine
+
+```mermaid
+{item_mermaid}
+```
+
+Every todo item is a model of one shared item machine and starts `pending`. `start` moves an
+item to `in_progress`; its guard `no_other_item_in_progress` looks at the whole board, so at
+most one item is ever in progress. `complete` takes an `in_progress` item to `completed`, and
+`pause` puts it back to `pending`. `cancel` takes a `pending` or `in_progress` item to
+`cancelled`; it also fires for the unfinished items a full rewrite of the list leaves out.
+`completed` and `cancelled` are final: no edge leaves them, so finished work is never reopened,
+a new item is added instead. One `todo` call is one batch: if any of its edges is refused, the
+edges already fired are rolled back and the board stays as it was.
+
+## Loop machine
+
+```mermaid
+{loop_mermaid}
+```
+
+A run starts in `idle`, and `start` enters `call_model`, which sends the conversation to the
+model; every entry except `resend` begins a new round. From `call_model`, `use_tools` goes to
+`dispatch` when the answer holds tool calls (`has_tool_calls`), `resend` asks again after a
+`pause_turn` stop without counting a round, and `finish` ends the run in `done` when the model
+answers without tool calls. `dispatch` runs every tool call, answers each with exactly one
+result, and `dispatched` enters `audit`, which counts the rounds since the plan last changed.
+`advance` leaves `audit` by the first edge whose guard holds: to `failed` when
+`round_limit_reached` (`--max-rounds`); back to `call_model` through the `remind` action when
+`plan_is_stale` (the plan has not changed for the reminder threshold's rounds: `remind` appends
+the reminder to the user message carrying this round's tool results, after them, and logs an
+`audit.reminder` event); otherwise plainly back to `call_model` for the next round. `fail`
+ends the run in `failed` from any working state (a model error, a `max_tokens` or `refusal`
+stop), and `interrupt` (Ctrl-C) ends it in `interrupted` from any state that is not final.
+`done`, `failed` and `interrupted` are final.
+"""
