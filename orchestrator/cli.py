@@ -215,9 +215,10 @@ def _chat_command(line: str, session: _Session) -> None:
 
 @cli.command()
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--quiet", is_flag=True, help="Show only the final answer and plan.")
 @click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout.")
-def demo(workdir: Path | None, quiet: bool, as_json: bool) -> int:
+def demo(workdir: Path | None, trace: Path | None, quiet: bool, as_json: bool) -> int:
     """Run the bundled SCRIPTED scenario offline: real tools in a fresh work directory."""
     scenario = resources.files("orchestrator.scenarios")
     script = parse_script(
@@ -235,13 +236,15 @@ def demo(workdir: Path | None, quiet: bool, as_json: bool) -> int:
     say(f"[SCRIPTED scenario '{script.name}': not a recording of a real model]")
     say(f"task: {DEMO_TASK}\nworkdir: {root}\n")
     config = load_config(root, {"model": "scripted", "max_retries": 0}, env={})
-    options = RunOptions(root.resolve(), config, yes=True, quiet=quiet, as_json=as_json)
+    options = RunOptions(
+        root.resolve(), config, trace=trace, yes=True, quiet=quiet, as_json=as_json
+    )
     session = _Session(options, ScriptedModel(script))
     code = _run_once(session, DEMO_TASK)
-    trace = shlex.quote(str(session.trace_path))
+    shown = shlex.quote(str(session.trace_path))
     say(f"\n[SCRIPTED scenario finished]\nwork directory: {root}\ntrace: {session.trace_path}")
-    say(f"replay it:  orchestrator replay {trace}")
-    say(f"diagram it: orchestrator diagram --trace {trace}")
+    say(f"replay it:  orchestrator replay {shown}")
+    say(f"diagram it: orchestrator diagram --trace {shown}")
     return code
 
 

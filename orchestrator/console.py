@@ -86,8 +86,6 @@ class _EventLines:
             return [
                 (f"⊘ blocked {event['name']}: {event['rule'].replace('_', ' ')} call", "magenta")
             ]
-        if name == "plan.rejected":
-            return [(f"✗ plan update rejected: {event['message']}", "red")]
         if name == "model.response":
             usage = event.get("usage") or {}
             text = (

@@ -8,7 +8,8 @@ and every request's prefix is the previous request's prefix.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -31,10 +32,22 @@ class Conversation:
 
     def add_user_text(self, text: str) -> None:
         self.close_dangling_tool_uses()
-        self.messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        block = {"type": "text", "text": text}
+        if self.messages and self.messages[-1]["role"] == "user":
+            # Roles must alternate: after closed tool uses or a failed run, the text joins the
+            # user message already there, after its tool results.
+            last = self.messages[-1]
+            self.messages[-1] = {**last, "content": [*last["content"], block]}
+            return
+        self.messages.append({"role": "user", "content": [block]})
 
     def add_assistant(self, content: Sequence[JSONObject]) -> None:
-        blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text"))]
+        previous: list[JSONObject] = []
+        if self.messages and self.messages[-1]["role"] == "assistant":
+            # A pause_turn continuation: the API continues the same assistant message.
+            previous = list(self.messages.pop()["content"])
+        fresh = [b for b in content if not (b.get("type") == "text" and not b.get("text"))]
+        blocks = _without_repeated_ids([*previous, *fresh])
         # An assistant turn with nothing but empty text would break the no-empty-text rule.
         self.messages.append({"role": "assistant", "content": blocks or [_placeholder()]})
 
@@ -111,6 +124,19 @@ def _placeholder() -> JSONObject:
     return {"type": "text", "text": "(no text)"}
 
 
+def _without_repeated_ids(blocks: list[JSONObject]) -> list[JSONObject]:
+    """Drop a tool_use whose id came earlier: the API refuses ids used twice in one message."""
+    seen: set[object] = set()
+    kept: list[JSONObject] = []
+    for block in blocks:
+        if block.get("type") == "tool_use":
+            if block.get("id") in seen:
+                continue
+            seen.add(block.get("id"))
+        kept.append(block)
+    return kept
+
+
 def count_breakpoints(body: Any) -> int:
     """Count ``cache_control`` keys anywhere in a request body."""
     if isinstance(body, dict):
@@ -118,3 +144,66 @@ def count_breakpoints(body: Any) -> int:
     if isinstance(body, list):
         return sum(count_breakpoints(v) for v in body)
     return 0
+
+
+@attrs.frozen
+class CacheUsage:
+    """How a prompt cache would split a request's input, in characters (about 4 per token)."""
+
+    read: int
+    write: int
+    uncached: int
+
+    @property
+    def total(self) -> int:
+        return self.read + self.write + self.uncached
+
+    def tokens(self) -> dict[str, int]:
+        """The request's usage keys, estimated at four characters a token."""
+        return {
+            "input_tokens": self.uncached // 4,
+            "cache_read_input_tokens": self.read // 4,
+            "cache_creation_input_tokens": self.write // 4,
+        }
+
+
+def cache_usage(previous: Mapping[str, Any] | None, current: Mapping[str, Any]) -> CacheUsage:
+    """Estimate what a prompt cache serves for ``current`` after ``previous`` was sent.
+
+    The cache reads the byte-identical prefix up to the last breakpoint that ``previous`` also
+    had; it writes from there up to ``current``'s own last breakpoint; the rest is uncached.
+    The prefix is compared block by block in the API's order: tools, system, messages.
+    """
+    blocks, marks = _flatten(current)
+    sizes = [len(block) for block in blocks]
+    read = 0
+    if previous is not None:
+        before, before_marks = _flatten(previous)
+        for index in sorted(before_marks, reverse=True):
+            if index < len(blocks) and before[: index + 1] == blocks[: index + 1]:
+                read = sum(sizes[: index + 1])
+                break
+    written_up_to = sum(sizes[: max(marks) + 1]) if marks else 0
+    write = max(0, written_up_to - read)
+    return CacheUsage(read=read, write=write, uncached=sum(sizes) - read - write)
+
+
+def _flatten(request: Mapping[str, Any]) -> tuple[list[str], list[int]]:
+    """The request as canonical JSON blocks (without ``cache_control``), and breakpoint indexes."""
+    parts: list[tuple[str, Mapping[str, Any]]] = [("tool", t) for t in request.get("tools", ())]
+    system = request.get("system", ())
+    if isinstance(system, str):
+        system = [{"type": "text", "text": system}] if system else []
+    parts.extend(("system", block) for block in system)
+    for message in request.get("messages", ()):
+        content = message["content"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        parts.extend((message["role"], block) for block in content)
+    blocks, marks = [], []
+    for index, (where, block) in enumerate(parts):
+        if "cache_control" in block:
+            marks.append(index)
+        plain = {k: v for k, v in block.items() if k != "cache_control"}
+        blocks.append(where + ":" + json.dumps(plain, sort_keys=True, ensure_ascii=False))
+    return blocks, marks

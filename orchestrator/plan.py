@@ -280,6 +280,12 @@ class _ItemModel:
         return PlanItem(self.id, self.text, Status(self.state), self.active_form)
 
 
+def _shown(value: str, limit: int = 60) -> str:
+    """A model-supplied value made safe for a one-line message: no control characters."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # --- parsing --------------------------------------------------------------------------------
 
 
@@ -320,15 +326,23 @@ def _parse_batch(payload: object) -> tuple[list[_Entry], bool]:
 def _parse_entry(raw: Mapping[str, Any], index: int, *, merge: bool) -> _Entry:
     if "id" in raw and raw["id"] is not None:
         item_id = str(raw["id"]).strip()
+        if not item_id or not item_id.isprintable():
+            raise PlanShapeError(
+                f"Item {index + 1}: id {_shown(item_id)!r} must be non-empty printable text, "
+                'e.g. "3"'
+            )
     elif merge:
         raise PlanShapeError(
             f"Item {index + 1}: 'id' is required with merge; name the item to change"
         )
     else:
         item_id = str(index + 1)
-    text = None if raw.get("text") is None else str(raw["text"]).strip()
-    if text == "":
-        raise BlankTextError(f"Item #{item_id}: text required; say what the step is", item_id)
+    # Whitespace runs (newlines included) fold to one space: one item, one rendered line.
+    text = None if raw.get("text") is None else " ".join(str(raw["text"]).split())
+    if text == "" or (text is None and not merge):
+        raise BlankTextError(
+            f"Item #{_shown(item_id)}: text required; say what the step is", item_id
+        )
     status: Status | None = None
     if raw.get("status") is not None:
         word = str(raw["status"]).strip().lower()
@@ -337,10 +351,11 @@ def _parse_entry(raw: Mapping[str, Any], index: int, *, merge: bool) -> _Entry:
         except ValueError:
             allowed = ", ".join(Status)
             raise UnknownStatusError(
-                f"Item #{item_id}: invalid status '{word}'; use one of {allowed}", item_id
+                f"Item #{_shown(item_id)}: invalid status '{_shown(word)}'; use one of {allowed}",
+                item_id,
             ) from None
     active = raw.get("active_form")
-    active_form = None if active is None else str(active).strip()
+    active_form = None if active is None else " ".join(str(active).split())
     return _Entry(item_id, text, status, active_form)
 
 
@@ -562,7 +577,7 @@ def _check_unique(entries: Sequence[_Entry]) -> None:
     for entry in entries:
         if entry.id in seen:
             raise DuplicateIdError(
-                f"Item #{entry.id}: duplicate id; give every item its own id", entry.id
+                f"Item #{_shown(entry.id)}: duplicate id; give every item its own id", entry.id
             )
         seen.add(entry.id)
 

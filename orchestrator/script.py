@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, TypeAlias, TypeGuard, cast
 
 import attrs
 
+from orchestrator.conversation import cache_usage
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn
 
 FaultKind: TypeAlias = Literal["status", "disconnect", "cut_stream", "bad_json", "slow"]
@@ -123,18 +124,23 @@ class ScriptedTurn:
     def text(self) -> str:
         return "".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
 
-    def usage_for(self, request: Mapping[str, Any] | None) -> dict[str, int]:
+    def usage_for(
+        self, request: Mapping[str, Any] | None, previous: Mapping[str, Any] | None = None
+    ) -> dict[str, int]:
         """The ``usage`` object to report when answering ``request``.
 
-        Keys the script leaves out are estimated at four characters a token, as the service's
-        counts are close enough to that for a harness that only logs and budgets them.
+        Keys the script leaves out are estimated at four characters a token, with the prompt
+        cache modelled from ``previous`` (the request answered before this one), as the
+        service's counts are close enough to that for a harness that only logs and budgets them.
         """
         estimate = {
-            "input_tokens": len(json.dumps(request, default=str)) // 4 if request else 0,
+            "input_tokens": 0,
             "output_tokens": max(1, len(json.dumps(list(self.content))) // 4),
             "cache_read_input_tokens": 0,
             "cache_creation_input_tokens": 0,
         }
+        if request is not None:
+            estimate.update(cache_usage(previous, request).tokens())
         return {**estimate, **(self.usage or {})}
 
 
@@ -275,6 +281,7 @@ class ScriptedModel:
         self._strict = strict
         self._position = 0
         self._mismatches: list[str] = []
+        self._previous: Mapping[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -307,6 +314,7 @@ class ScriptedModel:
                     continue
                 raise ModelError(f"{prefix}scripted fault: {entry.describe()}")
             mismatches = check_expectations(entry, request)
+            previous, self._previous = self._previous, request
             if mismatches and self._strict:
                 raise ModelError(prefix + "; ".join(mismatches))
             self._mismatches.extend(prefix + mismatch for mismatch in mismatches)
@@ -316,7 +324,7 @@ class ScriptedModel:
             return ModelTurn(
                 content=tuple(copy.deepcopy(block) for block in entry.content),
                 stop_reason=entry.stop_reason,
-                usage=entry.usage_for(request),
+                usage=entry.usage_for(request, previous),
                 model=self.name,
             )
 

@@ -88,6 +88,7 @@ class MessagesServer:
         self._position = 0
         self._served = 0
         self._requests: list[JSONObject] = []
+        self._last_answered: JSONObject | None = None
         self._request_headers: list[dict[str, str]] = []
         self._violations: list[str] = []
         self._httpd: _LoopbackHTTPServer | None = None
@@ -210,7 +211,8 @@ class MessagesServer:
         with self._lock:
             self._served += 1
             message_id = f"msg_loopback_{self._served:04d}"
-        message = _message_json(entry, body, message_id)
+            previous, self._last_answered = self._last_answered, body
+        message = _message_json(entry, body, message_id, previous)
         if stream:
             _send_events(handler, _stream_events(message))
         else:
@@ -391,7 +393,12 @@ def _event_bytes(name: str, data: Mapping[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def _message_json(turn: ScriptedTurn, request: Mapping[str, Any], message_id: str) -> JSONObject:
+def _message_json(
+    turn: ScriptedTurn,
+    request: Mapping[str, Any],
+    message_id: str,
+    previous: Mapping[str, Any] | None = None,
+) -> JSONObject:
     return {
         "id": message_id,
         "type": "message",
@@ -400,7 +407,7 @@ def _message_json(turn: ScriptedTurn, request: Mapping[str, Any], message_id: st
         "content": [dict(block) for block in turn.content],
         "stop_reason": turn.stop_reason,
         "stop_sequence": None,
-        "usage": turn.usage_for(request),
+        "usage": turn.usage_for(request, previous),
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.conversation import cache_usage
 from orchestrator.protocols import ModelError
 from orchestrator.script import (
     Expectation,
@@ -358,13 +359,34 @@ def test_usage_is_estimated_from_sizes_when_not_scripted() -> None:
     turn = _turn()
     request = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x" * 400}]}
     usage = turn.usage_for(request)
-    assert usage == {
-        "input_tokens": len(json.dumps(request)) // 4,
-        "output_tokens": max(1, len(json.dumps(list(turn.content))) // 4),
-        "cache_read_input_tokens": 0,
-        "cache_creation_input_tokens": 0,
+    # No breakpoints: nothing is cached or written, all ~400 characters are plain input.
+    assert usage["cache_read_input_tokens"] == 0
+    assert usage["cache_creation_input_tokens"] == 0
+    assert 100 <= usage["input_tokens"] <= 110
+    assert usage["output_tokens"] == max(1, len(json.dumps(list(turn.content))) // 4)
+
+
+def test_usage_models_the_prompt_cache_from_the_previous_request() -> None:
+    turn = _turn()
+    marked = {"type": "text", "text": "s" * 400, "cache_control": {"type": "ephemeral"}}
+    opening: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "a" * 80}]}
+    ]
+    first = {"model": "m", "max_tokens": 10, "system": [marked], "messages": opening}
+    second = {
+        **first,
+        "messages": [
+            *opening,
+            {"role": "assistant", "content": [{"type": "text", "text": "b" * 80}]},
+            {"role": "user", "content": [{"type": "text", "text": "c" * 80}]},
+        ],
     }
-    assert usage["input_tokens"] > 100
+    written = turn.usage_for(first)
+    assert written["cache_read_input_tokens"] == 0
+    assert written["cache_creation_input_tokens"] >= 100
+    again = turn.usage_for(second, first)
+    assert again["cache_read_input_tokens"] == written["cache_creation_input_tokens"]
+    assert again["input_tokens"] >= 40
 
 
 def test_scripted_usage_overrides_the_estimate() -> None:
@@ -495,7 +517,9 @@ def test_scripted_model_plays_turns_in_order_and_streams_text() -> None:
     )
     assert first.stop_reason == "tool_use"
     assert first.tool_uses == (first.content[1],)
-    assert first.usage["input_tokens"] == len(json.dumps(_plain_request())) // 4
+    assert (
+        first.usage["input_tokens"] == cache_usage(None, _plain_request()).tokens()["input_tokens"]
+    )
     assert model.remaining == 1
     second = model.respond(_plain_request(), seen.append)
     assert second.text == "second!"
