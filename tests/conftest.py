@@ -1,0 +1,80 @@
+"""Suite-wide fixtures, and the hardening figures ``make test`` ends with.
+
+Hardening tests record what they tried through the ``hardening`` fixture. Under pytest-xdist
+each worker is its own process, so records go to files in one folder and the controlling
+process adds them up for the closing line:
+``faults survived: N/N, hostile inputs: N, escapes blocked: N/N, lost results: 0``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+_KINDS = ("fault", "hostile", "escape", "lost")
+
+
+class HardeningRecorder:
+    """Appends one JSON line per record to this process's own file."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._file = folder / f"{os.getpid()}-{uuid.uuid4().hex[:6]}.jsonl"
+
+    def record(self, kind: str, ok: bool = True, count: int = 1, what: str = "") -> None:
+        if kind not in _KINDS:
+            raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
+        with self._file.open("a", encoding="utf-8") as stream:
+            stream.write(json.dumps({"kind": kind, "ok": ok, "count": count, "what": what}) + "\n")
+
+
+def _folder(config: pytest.Config) -> Path:
+    return Path(str(config.rootpath)) / ".pytest_cache" / "hardening"
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _is_controller(session.config):
+        shutil.rmtree(_folder(session.config), ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hardening(pytestconfig: pytest.Config) -> HardeningRecorder:
+    return HardeningRecorder(_folder(pytestconfig))
+
+
+def hardening_summary(folder: Path) -> str | None:
+    """The closing line, or None when no hardening test ran."""
+    totals: Counter[str] = Counter()
+    passed: Counter[str] = Counter()
+    files = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    for file in files:
+        for line in file.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            totals[record["kind"]] += record["count"]
+            passed[record["kind"]] += record["count"] if record["ok"] else 0
+    if not totals:
+        return None
+    return (
+        f"faults survived: {passed['fault']}/{totals['fault']}, "
+        f"hostile inputs: {totals['hostile']}, "
+        f"escapes blocked: {passed['escape']}/{totals['escape']}, "
+        f"lost results: {totals['lost'] - passed['lost']}"
+    )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _is_controller(terminalreporter.config):
+        return
+    line = hardening_summary(_folder(terminalreporter.config))
+    if line is not None:
+        terminalreporter.write_line(line)
