@@ -80,11 +80,11 @@ class RunOptions:
 _FLAG_SETTINGS = ("model", "max_rounds", "max_retries", "sandbox", "deny_bash")
 
 
-def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of ``run``, ``chat`` and ``resume`` (which writes to its TRACE argument)."""
     path = click.Path(file_okay=False, path_type=Path)
     options = [
         click.option("--workdir", type=path, default=".", help="Where the agent works."),
-        click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None),
         click.option("--model", default=None, help="Model name [ANTHROPIC_MODEL]."),
         click.option("--max-rounds", type=click.IntRange(min=1), default=None),
         click.option("--max-retries", type=click.IntRange(min=0), default=None),
@@ -95,9 +95,18 @@ def _run_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--sandbox", type=click.Choice(["workdir", "none"]), default=None),
         click.option("--deny-bash", is_flag=True, default=None, help="Refuse every bash call."),
     ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    if trace:
+        options.insert(1, click.option("--trace", type=click.Path(dir_okay=False, path_type=Path)))
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            func = option(func)
+        return func
+
+    return decorate
+
+
+_run_options = _shared_options(trace=True)
 
 
 def _options(**kwargs: Any) -> RunOptions:
@@ -144,7 +153,7 @@ def run(task: str, replay_model: Path | None, **kwargs: Any) -> int:
 
 @cli.command()
 @click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
-@_run_options
+@_shared_options(trace=False)
 def resume(trace: Path, **kwargs: Any) -> int:
     """Continue an interrupted or failed run from TRACE, appending to the same trace."""
     rebuilt = rebuild(_read_trace(trace))

@@ -6,7 +6,9 @@ value is refused with one line naming the setting, the source and what was expec
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 import attrs
 
 CONFIG_FILE = "orchestrator.toml"
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5-5"
 
 
 class ConfigError(Exception):
@@ -41,17 +43,20 @@ def _integer(value: object) -> int:
         raise ValueError("a whole number")
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
         return int(value)
     raise ValueError("a whole number")
 
 
 def _positive_float(value: object) -> float:
+    if isinstance(value, bool):
+        raise ValueError("a number of seconds")
     try:
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ValueError("a number of seconds") from None
-    if isinstance(value, bool) or number <= 0:
+    # float() also reads "nan" and "inf", which no timeout can mean.
+    if not math.isfinite(number) or number <= 0:
         raise ValueError("a number of seconds above 0")
     return number
 

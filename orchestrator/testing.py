@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import select
 import socket
 import sys
 import threading
@@ -201,7 +202,10 @@ class MessagesServer:
             turn_number, entry = taken
             if not isinstance(entry, Fault) or entry.kind != "slow":
                 break
-            time.sleep(entry.seconds)
+            if not _wait_while_connected(handler, entry.seconds):
+                # The client gave up (its timeout was shorter): the turn after this fault is
+                # left for the retry instead of being answered into a closed socket.
+                return
         stream = body.get("stream") is True
         if isinstance(entry, Fault):
             _send_fault(handler, entry, stream=stream)
@@ -282,6 +286,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay silent: tests read :attr:`MessagesServer.violations`, not stderr."""
+
+
+def _wait_while_connected(handler: _Handler, seconds: float) -> bool:
+    """Sleep ``seconds``; return False as soon as the client closes its end."""
+    deadline = time.monotonic() + seconds
+    connection = handler.connection
+    while (left := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([connection], [], [], min(left, 0.05))
+        if readable:
+            try:
+                if connection.recv(1, socket.MSG_PEEK) == b"":
+                    return False
+            except OSError:
+                return False
+            time.sleep(min(left, 0.05))  # data waiting (a pipelined request): keep sleeping
+    return True
 
 
 def _send_json(

@@ -30,6 +30,8 @@ class HardeningRecorder:
     def record(self, kind: str, ok: bool = True, count: int = 1, what: str = "") -> None:
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
+        # Another session (a second pytest on the same tree) may have cleared the folder.
+        self._file.parent.mkdir(parents=True, exist_ok=True)
         with self._file.open("a", encoding="utf-8") as stream:
             stream.write(json.dumps({"kind": kind, "ok": ok, "count": count, "what": what}) + "\n")
 
