@@ -15,7 +15,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.replay import Replay, read_trace
-from orchestrator.script import parse_script
+from orchestrator.script import Script, parse_script
 from orchestrator.testing import MessagesServer, check_request
 from tests.conftest import HardeningRecorder
 
@@ -41,22 +41,37 @@ def _final(text: str) -> dict[str, Any]:
     return {"text": text, "expect": [{"is_error": False, "contains": "(no output)"}]}
 
 
-def _run_cli(
-    args: list[str], server: MessagesServer, monkeypatch: pytest.MonkeyPatch
-) -> tuple[int, str, str]:
+def _run_cli(args: list[str], server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run the real CLI in-process against ``server``; every request must keep the API rules."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
     monkeypatch.setenv("ORCHESTRATOR_TIMEOUT", "1")
     with pytest.raises(SystemExit) as exited:
         main(args)
-    code = exited.value.code
-    return int(code) if isinstance(code, int) else 1, "", ""
-
-
-def _assert_requests_valid(server: MessagesServer) -> None:
     assert server.violations == []
     for body in server.requests:
         assert check_request(body) == []
+    code = exited.value.code
+    return code if isinstance(code, int) else 1
+
+
+def _run_task(workdir: Path, trace: Path, script: Script, monkeypatch: pytest.MonkeyPatch) -> int:
+    with MessagesServer(script) as server:
+        return _run_cli(
+            [
+                "run",
+                "count once",
+                "--yes",
+                "--workdir",
+                str(workdir),
+                "--trace",
+                str(trace),
+                "--max-retries",
+                str(RETRIES),
+            ],
+            server,
+            monkeypatch,
+        )
 
 
 def _trace_events(path: Path) -> list[dict[str, Any]]:
@@ -142,8 +157,7 @@ def test_a_persistent_fault_fails_cleanly_and_resume_goes_on(
         {"name": f"{fault}-resumed", "turns": [_final("Done after resuming.")]}, source=fault
     )
     with MessagesServer(resumed) as server:
-        code, _, _ = _run_cli(["resume", str(trace), "--yes"], server, monkeypatch)
-        _assert_requests_valid(server)
+        code = _run_cli(["resume", str(trace), "--yes"], server, monkeypatch)
         assert server.served == 1
     ran = (tmp_path / COUNTER).read_text().splitlines()
     events = _trace_events(trace)
