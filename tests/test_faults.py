@@ -90,23 +90,7 @@ def test_a_transient_fault_is_retried_and_the_run_completes(
         {"name": fault, "turns": [BASH_TURN, FAULTS[fault], _final("Done.")]}, source=fault
     )
     trace = tmp_path / "trace.jsonl"
-    with MessagesServer(script) as server:
-        code, _, _ = _run_cli(
-            [
-                "run",
-                "count once",
-                "--yes",
-                "--workdir",
-                str(tmp_path),
-                "--trace",
-                str(trace),
-                "--max-retries",
-                str(RETRIES),
-            ],
-            server,
-            monkeypatch,
-        )
-        _assert_requests_valid(server)
+    code = _run_task(tmp_path, trace, script, monkeypatch)
     ran = (tmp_path / COUNTER).read_text().splitlines()
     hardening.record("fault", ok=code == 0, what=f"transient {fault}")
     hardening.record("lost", ok=ran == ["ran"], what=f"transient {fault}")
@@ -127,23 +111,7 @@ def test_a_persistent_fault_fails_cleanly_and_resume_goes_on(
     failing = parse_script(
         {"name": fault, "turns": [BASH_TURN, *[FAULTS[fault]] * (RETRIES + 1)]}, source=fault
     )
-    with MessagesServer(failing) as server:
-        code, _, _ = _run_cli(
-            [
-                "run",
-                "count once",
-                "--yes",
-                "--workdir",
-                str(tmp_path),
-                "--trace",
-                str(trace),
-                "--max-retries",
-                str(RETRIES),
-            ],
-            server,
-            monkeypatch,
-        )
-        _assert_requests_valid(server)
+    code = _run_task(tmp_path, trace, failing, monkeypatch)
     err = capsys.readouterr().err
     failed_cleanly = code == 1 and "Traceback" not in err
     assert code == 1
