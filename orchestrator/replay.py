@@ -19,8 +19,9 @@ import attrs
 from orchestrator.conversation import INTERRUPTED_RESULT, Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState, reminder_text
-from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, PlanError
+from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, TodoTool
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
+from orchestrator.tools import ToolRegistry
 from orchestrator.trace import TRACE_FORMAT
 
 KNOWN_EVENTS = frozenset(
@@ -71,8 +72,11 @@ class TraceError(Exception):
 
 @attrs.frozen
 class TraceLine:
+    """One known event and its line number; ``skipped_before`` counts unknown events just before."""
+
     number: int
     event: Mapping[str, Any]
+    skipped_before: int = 0
 
     @property
     def name(self) -> str:
@@ -112,6 +116,7 @@ def read_trace(path: Path) -> TraceFile:
     complete = data.endswith(b"\n")
     lines: list[TraceLine] = []
     unknown = 0
+    skipped = 0
     truncated = False
     for index, raw in enumerate(raw_lines, start=1):
         if not raw.strip():
@@ -135,8 +140,10 @@ def read_trace(path: Path) -> TraceFile:
             )
         if event["event"] not in KNOWN_EVENTS:
             unknown += 1
+            skipped += 1
             continue
-        lines.append(TraceLine(index, event))
+        lines.append(TraceLine(index, event, skipped))
+        skipped = 0
     if not lines:
         raise TraceError(f"{path}: no trace events in the file")
     return TraceFile(path, tuple(lines), truncated, unknown)
@@ -194,6 +201,7 @@ class Replay:
         self._collector = _Collector()
         self._machine = LoopMachine()
         self._board: PlanBoard | None = None
+        self._todo: ToolRegistry | None = None
         self._guard = RepeatGuard()
         self._run: RunState | None = None
         self._recorded: list[TraceLine] = []
@@ -207,6 +215,10 @@ class Replay:
             if divergence is not None:
                 return divergence
             previous = line
+        if self._calls:
+            # Cut off mid-call (a killed run): what the open call emitted has no result to be
+            # re-derived from, so it is left unchecked rather than called a divergence.
+            return None
         last = self.trace.lines[-1].number
         return self._compare(last)
 
@@ -230,6 +242,10 @@ class Replay:
                 limit=int(plan.get("limit", 20)), policy=EdgePolicy(plan.get("policy", "strict"))
             )
             self._board.subscribe(self._collector.plan_record)
+            # Through a registry, as in a run: a call it refuses never reaches the board.
+            self._todo = ToolRegistry([TodoTool(self._board)])
+        if event.get("task") is None:
+            self._guard = RepeatGuard()  # a resumed run starts with a fresh guard, as resume does
         settings = LoopSettings(**event["settings"])
         self._run = RunState(
             settings,
@@ -289,12 +305,8 @@ class Replay:
         is_error = bool(line.event.get("is_error"))
         if not blocked:
             if name == "todo":
-                assert self._board is not None
-                try:
-                    self._board.apply(arguments)
-                    applied = True
-                except PlanError:
-                    applied = False
+                assert self._todo is not None
+                applied = not self._todo.dispatch(name, arguments).is_error
                 if applied == is_error:
                     state = "accepted" if applied else "rejected"
                     return Divergence(line.number, f"replay {state} the todo call {tool_id}")
@@ -320,6 +332,7 @@ class Replay:
                 )
             self._machine.remove_model(self._run)
             self._run = None
+        self._calls.clear()  # a call the run left open never gets its result now
         return divergence
 
     _handlers: Mapping[str, Callable[[Replay, TraceLine], Divergence | None]] = {
@@ -377,7 +390,12 @@ def _order_problem(previous: TraceLine | None, line: TraceLine) -> Divergence | 
         return None
     same_run = previous.event.get("run_id") == line.event.get("run_id")
     before, seq = previous.event.get("seq"), line.event.get("seq")
-    if same_run and isinstance(before, int) and isinstance(seq, int) and seq != before + 1:
+    if (
+        same_run
+        and isinstance(before, int)
+        and isinstance(seq, int)
+        and seq != before + 1 + line.skipped_before
+    ):
         return Divergence(
             line.number, f"seq {seq} follows seq {before}: lines are missing or out of order"
         )
@@ -426,6 +444,9 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
     board: PlanBoard | None = None
     settings: LoopSettings | None = None
     results: dict[str, JSONObject] = {}
+    # The inputs of the calls seen so far: ids repeat across the runs of one trace (a resumed
+    # run's model may number its calls afresh), so a result belongs to the latest call.
+    inputs: dict[str, Any] = {}
     last_round, status, task = 0, None, ""
     for line in trace.lines:
         event = line.event
@@ -445,6 +466,8 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         elif name == "model.response":
             conversation.add_assistant(list(event.get("content", ())))
             last_round = max(last_round, int(event.get("round", 0)))
+        elif name == "tool.call":
+            inputs[str(event.get("id"))] = event.get("input")
         elif name == "tool.result":
             results[str(event["id"])] = {
                 "type": "tool_result",
@@ -452,8 +475,9 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
                 "content": str(event.get("output", "")),
                 "is_error": bool(event.get("is_error")),
             }
-            if event.get("name") == "todo" and not event.get("is_error") and board is not None:
-                _reapply_todo(trace, line, board)
+            accepted = event.get("name") == "todo" and not event.get("is_error")
+            if accepted and board is not None and str(event["id"]) in inputs:
+                board.apply(inputs[str(event["id"])])
         elif name == "loop.transition" and event.get("trigger") == "dispatched":
             _close_round(conversation, results)
         elif name == "audit.reminder":
@@ -476,14 +500,6 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         status=status,
         task=task,
     )
-
-
-def _reapply_todo(trace: TraceFile, result_line: TraceLine, board: PlanBoard) -> None:
-    tool_id = result_line.event["id"]
-    for line in trace.lines:
-        if line.name == "tool.call" and line.event.get("id") == tool_id:
-            board.apply(line.event.get("input"))
-            return
 
 
 def _dangling(conversation: Conversation) -> bool:

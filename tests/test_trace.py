@@ -1,0 +1,420 @@
+"""Tests for the trace: the per-run structlog processor chain, crash safety and redaction."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from orchestrator.replay import read_trace
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer
+from orchestrator.trace import (
+    REDACTED,
+    TRACE_FORMAT,
+    EventTee,
+    RedactSecrets,
+    SequenceNumber,
+    TraceFormatStamp,
+    default_trace_path,
+    open_trace,
+    secrets_from_environment,
+)
+
+PLANTED_KEY = "sk-ant-planted-SECRET-123456"
+PROXY_VARIABLES = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+)
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _call(processor: Any, event: Mapping[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = processor(None, "info", dict(event))
+    return result
+
+
+# --- the chain, through open_trace -------------------------------------------------------------
+
+
+def test_every_line_carries_the_contract_fields(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    with open_trace(path, run_id="run-1") as trace:
+        trace.log.info("run.started", task="t")
+        trace.log.info("loop.transition", src="idle", dst="call_model", trigger="start")
+        trace.log.info("tool.result", id="toolu_1", output="ünïcode ✓\nsecond line")
+        trace.log.info("run.finished", status="done")
+    raw = path.read_text(encoding="utf-8")
+    assert raw.endswith("\n")
+    events = _events(path)
+    assert [e["event"] for e in events] == [
+        "run.started",
+        "loop.transition",
+        "tool.result",
+        "run.finished",
+    ]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+    for event in events:
+        assert event["run_id"] == "run-1"
+        assert event["trace_format"] == TRACE_FORMAT
+        stamp = dt.datetime.fromisoformat(event["ts"].replace("Z", "+00:00"))
+        assert stamp.utcoffset() == dt.timedelta(0)
+    assert events[1] | {"ts": None} == {
+        "event": "loop.transition",
+        "src": "idle",
+        "dst": "call_model",
+        "trigger": "start",
+        "run_id": "run-1",
+        "seq": 2,
+        "ts": None,
+        "trace_format": TRACE_FORMAT,
+    }
+    assert events[2]["output"] == "ünïcode ✓\nsecond line"
+
+
+def test_a_run_id_is_made_up_when_none_is_given(tmp_path: Path) -> None:
+    with open_trace(tmp_path / "a.jsonl") as first, open_trace(tmp_path / "b.jsonl") as second:
+        first.log.info("run.started")
+        second.log.info("run.started")
+    assert first.run_id and second.run_id and first.run_id != second.run_id
+    assert _events(first.path)[0]["run_id"] == first.run_id
+
+
+def test_two_open_traces_number_their_events_independently(tmp_path: Path) -> None:
+    with open_trace(tmp_path / "a.jsonl") as first, open_trace(tmp_path / "b.jsonl") as second:
+        for _ in range(3):
+            first.log.info("tool.call")
+            second.log.info("tool.call")
+            second.log.info("tool.result")
+    assert [e["seq"] for e in _events(first.path)] == [1, 2, 3]
+    assert [e["seq"] for e in _events(second.path)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_appending_goes_on_from_the_last_sequence_number(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    with open_trace(path, run_id="r") as trace:
+        trace.log.info("run.started")
+        trace.log.info("run.finished", status="failed")
+    with open_trace(path, run_id="r", append=True, first_seq=2) as trace:
+        trace.log.info("run.started")
+        trace.log.info("run.finished", status="done")
+    events = _events(path)
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+    assert [e.get("status") for e in events] == [None, "failed", None, "done"]
+
+
+def test_the_trace_directory_is_created(tmp_path: Path) -> None:
+    path = default_trace_path(tmp_path, "abc123")
+    assert path.parent == tmp_path / ".orchestrator" / "traces"
+    assert path.name.endswith("-abc123.jsonl")
+    with open_trace(path, run_id="abc123") as trace:
+        trace.log.info("run.started")
+    assert _events(path)[0]["run_id"] == "abc123"
+
+
+def test_sinks_see_the_finished_event_after_redaction(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    with open_trace(
+        tmp_path / "t.jsonl",
+        run_id="r",
+        secrets=["hunter2-very-secret"],
+        sinks=[lambda event: seen.append(dict(event))],
+    ) as trace:
+        trace.log.info("tool.result", output="the password is hunter2-very-secret")
+    (event,) = seen
+    assert event["output"] == f"the password is {REDACTED}"
+    assert event["seq"] == 1
+    assert event["run_id"] == "r"
+    assert event["trace_format"] == TRACE_FORMAT
+    assert "ts" in event
+
+
+# --- nothing global ----------------------------------------------------------------------------
+
+
+def test_open_trace_configures_nothing_globally(tmp_path: Path) -> None:
+    before = structlog.get_config()
+    assert not structlog.is_configured()
+    with open_trace(tmp_path / "t.jsonl") as trace:
+        trace.log.info("run.started")
+    assert not structlog.is_configured()
+    assert structlog.get_config() == before
+
+
+def test_a_global_structlog_configuration_does_not_reach_the_trace(tmp_path: Path) -> None:
+    def stamp(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mapping[str, Any]:
+        event["from_global_config"] = True
+        return event
+
+    structlog.configure(processors=[stamp, structlog.processors.KeyValueRenderer()])
+    try:
+        with open_trace(tmp_path / "t.jsonl", run_id="r") as trace:
+            trace.log.info("run.started")
+    finally:
+        structlog.reset_defaults()
+    (event,) = _events(tmp_path / "t.jsonl")
+    assert "from_global_config" not in event
+    assert event["seq"] == 1
+
+
+def test_importing_the_modules_configures_nothing() -> None:
+    code = (
+        "import structlog, orchestrator.trace, orchestrator.replay, orchestrator.cli\n"
+        "print(structlog.is_configured())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "False"
+
+
+# --- the processors one by one -----------------------------------------------------------------
+
+
+def test_sequence_number_counts_on_from_its_start() -> None:
+    fresh, resumed = SequenceNumber(), SequenceNumber(start=41)
+    assert [_call(fresh, {"event": "e"})["seq"] for _ in range(3)] == [1, 2, 3]
+    assert [_call(resumed, {"event": "e"})["seq"] for _ in range(2)] == [42, 43]
+
+
+def test_trace_format_stamp() -> None:
+    assert _call(TraceFormatStamp(), {"event": "e"}) == {"event": "e", "trace_format": TRACE_FORMAT}
+
+
+@pytest.mark.parametrize(
+    "key", ["x-api-key", "X-Api-Key", "authorization", "Authorization", "api_key", "API-KEY"]
+)
+def test_redaction_by_key_name(key: str) -> None:
+    event = _call(
+        RedactSecrets(),
+        {
+            "event": "model.request",
+            key: "opaque-credential",
+            "body": {"headers": {key: "Bearer opaque-credential"}},
+            "attempts": [{key: "opaque-credential", "status": 401}],
+        },
+    )
+    assert event[key] == REDACTED
+    assert event["body"] == {"headers": {key: REDACTED}}
+    assert event["attempts"] == [{key: REDACTED, "status": 401}]
+    assert "opaque-credential" not in json.dumps(event)
+
+
+def test_redaction_of_a_known_value_anywhere() -> None:
+    secret = "correct-horse-battery-staple"
+    event = _call(
+        RedactSecrets([secret, "short"]),
+        {
+            "event": "tool.result",
+            "output": f"HOME=/root\nSOMETHING={secret}\n",
+            "content": [
+                {"type": "text", "text": f"found {secret} twice: {secret}"},
+                {"type": "tool_use", "input": {"command": f"echo {secret}", "args": [secret]}},
+            ],
+            "note": "short words stay",
+        },
+    )
+    assert secret not in json.dumps(event)
+    assert event["output"] == f"HOME=/root\nSOMETHING={REDACTED}\n"
+    assert event["content"][0]["text"] == f"found {REDACTED} twice: {REDACTED}"
+    assert event["content"][1]["input"] == {"command": f"echo {REDACTED}", "args": [REDACTED]}
+    assert event["note"] == "short words stay"  # values under 8 characters are not secrets
+
+
+def test_redaction_by_the_shape_of_an_anthropic_key() -> None:
+    event = _call(
+        RedactSecrets(),
+        {"event": "tool.result", "output": "key=sk-ant-api03-AbC_dEf-123456789 done", "n": 3},
+    )
+    assert event == {"event": "tool.result", "output": f"key={REDACTED} done", "n": 3}
+
+
+def test_usage_and_ordinary_fields_are_not_redacted() -> None:
+    usage = {
+        "input_tokens": 120,
+        "output_tokens": 30,
+        "cache_read_input_tokens": 7,
+        "cache_creation_input_tokens": 50,
+    }
+    event = {
+        "event": "model.response",
+        "usage": usage,
+        "stop_reason": "max_tokens",
+        "settings": {"max_tokens": 8192, "model": "claude-test"},
+        "content": [{"type": "text", "text": "the tokenizer and the keyboard"}],
+    }
+    assert _call(RedactSecrets(["not-in-this-event"]), event) == event
+
+
+def test_secrets_from_the_environment() -> None:
+    env = {
+        "ANTHROPIC_API_KEY": PLANTED_KEY,
+        "GITHUB_TOKEN": "ghp_abcdefgh",
+        "DB_PASSWORD": "pw-123456789",
+        "EMPTY_SECRET": "",
+        "PATH": "/usr/bin",
+        "HOME": "/root",
+    }
+    assert sorted(secrets_from_environment(env)) == sorted(
+        [PLANTED_KEY, "ghp_abcdefgh", "pw-123456789"]
+    )
+
+
+def test_event_tee_hands_each_event_to_every_sink() -> None:
+    first: list[Mapping[str, Any]] = []
+    second: list[Mapping[str, Any]] = []
+    tee = EventTee([first.append, second.append])
+    event = _call(tee, {"event": "tool.call", "seq": 1})
+    assert event == {"event": "tool.call", "seq": 1}
+    assert first == second == [event]
+
+
+# --- crash safety ------------------------------------------------------------------------------
+
+_CHILD = """
+import sys, time
+from pathlib import Path
+from orchestrator.trace import open_trace
+
+trace = open_trace(Path(sys.argv[1]), run_id="killed")
+for number in range(int(sys.argv[2])):
+    trace.log.info("tool.result", number=number, output="ünïcode ✓ " + "x" * 300)
+print("ready", flush=True)
+if sys.argv[3] == "busy":
+    number = 0
+    while True:
+        number += 1
+        trace.log.info("tool.result", number=number, output="y" * 20000)
+time.sleep(60)
+"""
+
+
+def _kill_child_after_ready(path: Path, count: int, mode: str) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(path), str(count), mode],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+        assert child.stdout is not None
+        child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+
+
+def test_a_killed_run_leaves_every_logged_event_on_disk(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    _kill_child_after_ready(path, 50, "sleep")
+    raw = path.read_text(encoding="utf-8")
+    assert raw.endswith("\n")
+    events = _events(path)
+    assert [e["seq"] for e in events] == list(range(1, 51))
+    assert all(e["output"].startswith("ünïcode ✓ ") for e in events)
+
+
+def test_a_run_killed_while_writing_leaves_only_whole_lines_that_parse(tmp_path: Path) -> None:
+    path = tmp_path / "trace.jsonl"
+    _kill_child_after_ready(path, 20, "busy")
+    raw = path.read_bytes()
+    complete = raw.split(b"\n")[:-1]  # what follows the last newline may be cut off
+    events = [json.loads(line) for line in complete]
+    assert len(events) >= 20
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    parsed = read_trace(path)
+    assert len(parsed.lines) == len(events)
+    assert parsed.truncated_tail == (not raw.endswith(b"\n"))
+
+
+# --- a planted key never reaches the trace -----------------------------------------------------
+
+
+def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "config.txt").write_text(f"api_key = {PLANTED_KEY}\n", encoding="utf-8")
+    script = parse_script(
+        {
+            "name": "planted-key",
+            "turns": [
+                {
+                    "text": "Let me look at the environment.",
+                    "tool_calls": [
+                        {"name": "bash", "input": {"command": "echo $ANTHROPIC_API_KEY; env"}},
+                        {"name": "read_file", "input": {"path": "config.txt"}},
+                    ],
+                },
+                {"text": f"I found the key {PLANTED_KEY} in config.txt."},
+            ],
+        },
+        source="planted-key.json",
+    )
+    trace_path = tmp_path / "trace.jsonl"
+    with MessagesServer(script) as server:
+        env = {name: value for name, value in os.environ.items() if name not in PROXY_VARIABLES}
+        env |= {
+            "ANTHROPIC_API_KEY": PLANTED_KEY,
+            "ANTHROPIC_BASE_URL": server.base_url,
+            # A variable the bash tool does not scrub, so the key does come back in its output.
+            "LEAKED_VIA_ENV": PLANTED_KEY,
+        }
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "run",
+                "Show me the configuration",
+                "--workdir",
+                str(work),
+                "--trace",
+                str(trace_path),
+                "--trace-requests",
+                "--yes",
+                "--max-retries",
+                "0",
+            ],
+            env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert server.violations == []
+        # The SDK did send the key (as a header), so the trace had a chance to record it.
+        headers = server.request_headers[0]
+        assert PLANTED_KEY in headers.get("x-api-key", "") + headers.get("authorization", "")
+    lines = trace_path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) > 10
+    for number, line in enumerate(lines, start=1):
+        assert "planted-SECRET" not in line, f"line {number} leaks the key: {line[:200]}"
+        assert "sk-ant-" not in line, f"line {number} leaks a key prefix: {line[:200]}"
+    events = [json.loads(line) for line in lines]
+    names = [e["event"] for e in events]
+    assert names.count("model.request") == 2
+    assert all("body" in e for e in events if e["event"] == "model.request")
+    results = [e["output"] for e in events if e["event"] == "tool.result"]
+    assert f"LEAKED_VIA_ENV={REDACTED}" in results[0]
+    assert REDACTED in results[1]
+    assert events[-1]["event"] == "run.finished"
+    assert events[-1]["status"] == "done"
