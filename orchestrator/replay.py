@@ -568,18 +568,17 @@ class ResultComparer:
     """An event sink for ``run --replay-model``: says where a tool now answers differently."""
 
     def __init__(self, trace: TraceFile, report: Callable[[str], None]) -> None:
-        self._recorded = {
-            str(line.event.get("id")): str(line.event.get("output"))
-            for line in trace.lines
-            if line.name == "tool.result"
-        }
+        # In recorded order: ids repeat across the parts of a resumed trace, the order does not.
+        self._recorded: Iterator[str] = iter(
+            [str(line.event.get("output")) for line in trace.lines if line.name == "tool.result"]
+        )
         self._report = report
         self.differences = 0
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         if event.get("event") != "tool.result":
             return
-        recorded = self._recorded.get(str(event.get("id")))
+        recorded = next(self._recorded, None)
         now = str(event.get("output"))
         if recorded is not None and recorded != now:
             self.differences += 1
