@@ -18,6 +18,8 @@ from orchestrator.protocols import ModelError, ModelTurn
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT = 600.0
+#: Error events inside a started stream that are worth asking again, as a 529 or 5xx would be.
+_RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 _USAGE_KEYS = (
     "input_tokens",
     "output_tokens",
@@ -74,6 +76,13 @@ class AnthropicModel:
         except (httpx2.TransportError, ValueError) as error:
             # A cut stream or a body that is not JSON: the SDK does not retry these.
             raise _StreamCut(f"{type(error).__name__}: {error}") from error
+        except anthropic.APIStatusError as error:
+            kind, message = _error_detail(error)
+            if error.status_code < 400 and kind in _RETRYABLE_STREAM_ERRORS:
+                # An error event inside a stream that began with 200 (overloaded mid-answer):
+                # the SDK raises it after the response started, so only we can ask again.
+                raise _StreamCut(f"{kind}: {message}") from error
+            raise
         usage = final.usage.model_dump(exclude_none=True)
         return ModelTurn(
             content=tuple(b.model_dump(mode="json", exclude_none=True) for b in final.content),
@@ -87,11 +96,18 @@ class _StreamCut(Exception):
     """The response broke after it started, or was not JSON: worth asking again."""
 
 
-def _describe_status(error: anthropic.APIStatusError, retries: int) -> str:
+def _error_detail(error: anthropic.APIStatusError) -> tuple[str, str]:
+    """The error's ``type`` and the first line of its message, from the body when it has one."""
     body = error.body if isinstance(error.body, Mapping) else {}
     detail = body.get("error", {}) if isinstance(body.get("error"), Mapping) else {}
-    kind = detail.get("type", "error")
-    message = str(detail.get("message") or error.message).splitlines()[0]
+    message = str(detail.get("message") or error.message or "no message")
+    return str(detail.get("type", "error")), message.splitlines()[0]
+
+
+def _describe_status(error: anthropic.APIStatusError, retries: int) -> str:
+    kind, message = _error_detail(error)
+    if error.status_code < 400:
+        return f"API error inside the response stream ({kind}): {message}"
     line = f"API error {error.status_code} ({kind}): {message}"
     if error.status_code == 401:
         return line + "; check ANTHROPIC_API_KEY"

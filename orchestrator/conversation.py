@@ -46,9 +46,9 @@ class Conversation:
         if self.messages and self.messages[-1]["role"] == "assistant":
             # A pause_turn continuation: the API continues the same assistant message.
             previous = list(self.messages.pop()["content"])
-        fresh = [b for b in content if not (b.get("type") == "text" and not b.get("text"))]
+        fresh = [b for b in content if not (b.get("type") == "text" and not _has_text(b))]
         blocks = _without_repeated_ids([*previous, *fresh])
-        # An assistant turn with nothing but empty text would break the no-empty-text rule.
+        # An assistant turn with nothing but blank text would break the no-empty-text rule.
         self.messages.append({"role": "assistant", "content": blocks or [_placeholder()]})
 
     def add_tool_results(self, results: Iterable[JSONObject]) -> None:
@@ -118,6 +118,12 @@ def _with_breakpoint(message: JSONObject) -> JSONObject:
     content = copy.copy(message["content"])
     content[-1] = {**content[-1], "cache_control": _EPHEMERAL}
     return {**message, "content": content}
+
+
+def _has_text(block: JSONObject) -> bool:
+    # The API refuses text blocks that are empty or only whitespace.
+    text = block.get("text")
+    return isinstance(text, str) and bool(text.strip())
 
 
 def _placeholder() -> JSONObject:

@@ -1,0 +1,416 @@
+"""Whole tasks through ``orchestrator run`` as a subprocess, against the loopback Messages API.
+
+Each test writes a script, starts a :class:`MessagesServer` playing it, and runs the real CLI
+with the real ``anthropic`` client pointed at the server. For every request the server got, the
+API's structural rules must hold, and the script's ``expect`` entries (checked by the server)
+must have matched the tool results the harness sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer, check_request
+
+TIMEOUT = 60
+PLAN: dict[str, Any] = {
+    "items": [
+        {"id": "1", "text": "Fix add", "status": "in_progress"},
+        {"id": "2", "text": "Run the tests", "status": "pending"},
+    ]
+}
+PLAN_NEXT: dict[str, Any] = {
+    "items": [
+        {"id": "1", "text": "Fix add", "status": "completed"},
+        {"id": "2", "text": "Run the tests", "status": "in_progress"},
+    ]
+}
+PLAN_DONE: dict[str, Any] = {
+    "items": [
+        {"id": "1", "text": "Fix add", "status": "completed"},
+        {"id": "2", "text": "Run the tests", "status": "completed"},
+    ]
+}
+TWO_IN_PROGRESS: dict[str, Any] = {
+    "items": [
+        {"id": "1", "text": "Fix add", "status": "in_progress"},
+        {"id": "2", "text": "Run the tests", "status": "in_progress"},
+    ]
+}
+
+
+@attrs.frozen
+class Finished:
+    """A finished ``orchestrator`` process, the requests the server got, and the trace."""
+
+    code: int
+    stdout: str
+    stderr: str
+    requests: list[dict[str, Any]]
+    trace: list[dict[str, Any]]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [event for event in self.trace if event["event"] == name]
+
+
+def _environment(**extra: str) -> dict[str, str]:
+    """The parent's environment without anything that would steer the CLI or the SDK."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+        and name.lower() not in ("http_proxy", "https_proxy", "all_proxy")
+    }
+    env.update(NO_COLOR="1", **extra)
+    return env
+
+
+def _orchestrator(
+    args: Sequence[str], env: Mapping[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def _run_task(
+    tmp_path: Path,
+    turns: Sequence[Mapping[str, Any]],
+    *flags: str,
+    task: str = "Fix add in calc.py and run its test",
+    yes: bool = True,
+) -> Finished:
+    """Run ``orchestrator run`` against a server playing ``turns``; check every request."""
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    trace = tmp_path / "t.jsonl"
+    script = parse_script({"name": "cli", "turns": list(turns)}, source="test")
+    with MessagesServer(script) as server:
+        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        args = ["run", task, "--workdir", str(workdir), "--trace", str(trace), *flags]
+        if yes:
+            args.append("--yes")
+        process = _orchestrator(args, env, tmp_path)
+        requests = server.requests
+        violations = server.violations
+    assert "Traceback" not in process.stderr, process.stderr
+    for number, body in enumerate(requests, start=1):
+        assert check_request(body) == [], f"request {number}"
+    assert violations == [], process.stdout + process.stderr
+    lines = trace.read_text(encoding="utf-8").splitlines() if trace.exists() else []
+    return Finished(
+        process.returncode,
+        process.stdout,
+        process.stderr,
+        requests,
+        [json.loads(line) for line in lines],
+    )
+
+
+def _call(name: str, arguments: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "input": dict(arguments)}], **extra}
+
+
+def _ok(contains: str | None = None) -> list[dict[str, Any]]:
+    return [{"is_error": False, **({"contains": contains} if contains else {})}]
+
+
+def _error(contains: str) -> list[dict[str, Any]]:
+    return [{"is_error": True, "contains": contains}]
+
+
+def _fault(status: int) -> dict[str, Any]:
+    return {"fault": "status", "status": status, "retry_after": 0.01}
+
+
+CALC = "def add(a, b):\n    return a - b\n"
+CALC_TEST = "from calc import add\n\nassert add(2, 3) == 5, 'add is wrong'\nprint('calc ok')\n"
+
+
+def _calc_project(tmp_path: Path) -> Path:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "calc.py").write_text(CALC, encoding="utf-8")
+    (workdir / "test_calc.py").write_text(CALC_TEST, encoding="utf-8")
+    return workdir
+
+
+# --- whole tasks --------------------------------------------------------------------------
+
+
+def test_a_multi_step_task_edits_real_files_through_a_529_and_a_429(tmp_path: Path) -> None:
+    workdir = _calc_project(tmp_path)
+    test_command = f"{shlex.quote(sys.executable)} test_calc.py"
+    turns = [
+        _fault(529),
+        _fault(429),
+        {"text": "I'll plan this first.", "tool_calls": [{"name": "todo", "input": PLAN}]},
+        _fault(529),
+        _call("read_file", {"path": "calc.py"}, expect=_ok("(0/2 completed)")),
+        _call(
+            "edit_file",
+            {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"},
+            expect=_ok("return a - b"),
+        ),
+        _call(
+            "write_file",
+            {"path": "docs/CHANGES.md", "content": "- add adds now\n"},
+            expect=_ok("Edited calc.py"),
+        ),
+        _call("todo", PLAN_NEXT, expect=_ok("Wrote")),
+        _call("bash", {"command": test_command}, expect=_ok("(1/2 completed)")),
+        _call("todo", PLAN_DONE, expect=_ok("calc ok")),
+        {"text": "Fixed add; the test passes.", "expect": _ok("(2/2 completed)")},
+    ]
+    run = _run_task(tmp_path, turns)
+    assert run.code == 0, run.stderr
+    assert (workdir / "calc.py").read_text(encoding="utf-8") == CALC.replace("a - b", "a + b")
+    assert (workdir / "docs" / "CHANGES.md").read_text(encoding="utf-8") == "- add adds now\n"
+    assert len(run.requests) == len(turns)
+    assert all(body["model"] and body["stream"] is True for body in run.requests)
+    # A retry sends the same body again; the trace sees one request per round.
+    assert run.requests[0] == run.requests[1] == run.requests[2]
+    assert run.requests[3] == run.requests[4]
+    assert [event["round"] for event in run.events("model.request")] == list(range(1, 9))
+    assert "Fixed add; the test passes." in run.stdout
+    (finished,) = run.events("run.finished")
+    assert (finished["status"], finished["rounds"]) == ("done", 8)
+    assert [event["seq"] for event in run.trace] == list(range(1, len(run.trace) + 1))
+    assert "test-key" not in json.dumps(run.trace)
+
+
+def test_a_stale_plan_gets_a_reminder(tmp_path: Path) -> None:
+    turns = [
+        _call("todo", PLAN),
+        _call("bash", {"command": "echo one"}, expect_reminder=False),
+        _call("bash", {"command": "echo two"}, expect_reminder=False),
+        _call("bash", {"command": "echo three"}, expect_reminder=False),
+        _call("todo", PLAN_NEXT, expect=_ok("three"), expect_reminder=True),
+        {"text": "Back on track.", "expect": _ok("(1/2 completed)"), "expect_reminder": False},
+    ]
+    run = _run_task(tmp_path, turns)
+    assert run.code == 0, run.stderr
+    (reminder,) = run.events("audit.reminder")
+    assert (reminder["round"], reminder["rounds_since_update"]) == (4, 3)
+    last_user = run.requests[4]["messages"][-1]["content"]
+    assert [block["type"] for block in last_user] == ["tool_result", "text"]
+    assert "<reminder>Update your todos.</reminder>" in last_user[-1]["text"]
+    assert "[>] #1: Fix add" in last_user[-1]["text"]
+
+
+def test_a_rejected_plan_update_then_a_corrected_one(tmp_path: Path) -> None:
+    turns = [
+        _call("todo", PLAN),
+        _call("todo", TWO_IN_PROGRESS, expect=_ok("(0/2 completed)")),
+        _call("todo", PLAN_NEXT, expect=_error("Only one task can be in_progress")),
+        {"text": "Plan fixed.", "expect": _ok("[>] #2: Run the tests")},
+    ]
+    run = _run_task(tmp_path, turns)
+    assert run.code == 0, run.stderr
+    assert len(run.events("plan.rejected")) == 1
+    assert [event["revision"] for event in run.events("plan.updated")] == [1, 2]
+    assert "[x] #1: Fix add" in run.stdout
+
+
+def test_a_repeated_call_is_blocked_and_the_run_goes_on(tmp_path: Path) -> None:
+    turns = [
+        _call("bash", {"command": "echo again"}),
+        _call("bash", {"command": "echo again"}, expect=_ok("again")),
+        _call("bash", {"command": "echo different"}, expect=_error("identical to the previous")),
+        {"text": "Moved on.", "expect": _ok("different")},
+    ]
+    run = _run_task(tmp_path, turns)
+    assert run.code == 0, run.stderr
+    (blocked,) = run.events("guard.blocked")
+    assert (blocked["name"], blocked["rule"], blocked["round"]) == ("bash", "repeat", 2)
+
+
+def test_a_path_escape_is_refused_and_nothing_is_written_outside(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    kept = tmp_path / "kept.txt"
+    kept.write_text("original\n", encoding="utf-8")
+    (workdir / "link.txt").symlink_to(kept)
+    turns = [
+        _call("write_file", {"path": "../outside.txt", "content": "escaped"}),
+        _call(
+            "write_file",
+            {"path": str(tmp_path / "absolute.txt"), "content": "escaped"},
+            expect=_error("escapes the work directory"),
+        ),
+        _call(
+            "edit_file",
+            {"path": "link.txt", "old_text": "original", "new_text": "escaped"},
+            expect=_error("escapes the work directory"),
+        ),
+        _call(
+            "write_file",
+            {"path": "inside.txt", "content": "fine"},
+            expect=_error("escapes the work directory"),
+        ),
+        {"text": "Stayed inside.", "expect": _ok("Wrote")},
+    ]
+    run = _run_task(tmp_path, turns)
+    assert run.code == 0, run.stderr
+    assert not (tmp_path / "outside.txt").exists()
+    assert not (tmp_path / "absolute.txt").exists()
+    assert kept.read_text(encoding="utf-8") == "original\n"
+    assert (workdir / "inside.txt").read_text(encoding="utf-8") == "fine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.txt", "t.jsonl", "work"]
+
+
+# --- approvals ----------------------------------------------------------------------------
+
+
+def test_without_yes_and_no_terminal_side_effects_are_refused(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {"name": "bash", "input": {"command": "echo run > ran.txt"}},
+                {"name": "write_file", "input": {"path": "new.txt", "content": "x"}},
+                {"name": "read_file", "input": {"path": "missing.txt"}},
+                {"name": "todo", "input": PLAN},
+            ]
+        },
+        {
+            "text": "Nothing was allowed, so I stop here.",
+            "expect": [
+                {"is_error": True, "contains": "declined to run bash"},
+                {"is_error": True, "contains": "declined to run write_file"},
+                {"is_error": True, "contains": "does not exist"},
+                {"is_error": False, "contains": "(0/2 completed)"},
+            ],
+        },
+    ]
+    run = _run_task(tmp_path, turns, yes=False)
+    assert run.code == 0, run.stderr
+    assert not (tmp_path / "work" / "ran.txt").exists()
+    assert not (tmp_path / "work" / "new.txt").exists()
+
+
+# --- exit codes ---------------------------------------------------------------------------
+
+
+def test_max_rounds_fails_with_exit_code_1(tmp_path: Path) -> None:
+    turns = [_call("bash", {"command": f"echo {n}"}) for n in range(4)]
+    run = _run_task(tmp_path, turns, "--max-rounds", "2")
+    assert run.code == 1
+    assert len(run.requests) == 2
+    assert "--max-rounds" in run.stderr
+    assert run.events("run.finished")[0]["status"] == "failed"
+
+
+def test_a_persistent_529_without_retries_fails_with_one_line(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [_fault(529), {"text": "never reached"}]
+    run = _run_task(tmp_path, turns, "--max-retries", "0")
+    assert run.code == 1
+    assert len(run.requests) == 1
+    (line,) = [line for line in run.stderr.splitlines() if "529" in line]
+    assert "overloaded" in line
+    assert run.events("run.finished")[0]["reason"] in line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "task", "--no-such-flag"],
+        ["run", "task", "--max-rounds", "0"],
+        ["run"],
+    ],
+)
+def test_a_usage_error_exits_2_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    process = _orchestrator(args, _environment(ANTHROPIC_API_KEY="test-key"), tmp_path)
+    assert process.returncode == 2
+    assert "Traceback" not in process.stderr
+    lines = process.stderr.strip().splitlines()
+    assert len(lines) == 1, process.stderr
+    assert lines[0].startswith("orchestrator: error:")
+
+
+def test_a_missing_api_key_exits_2_and_says_how_to_set_it(tmp_path: Path) -> None:
+    process = _orchestrator(
+        ["run", "Do it", "--workdir", str(tmp_path), "--yes"], _environment(), tmp_path
+    )
+    assert process.returncode == 2
+    (line,) = process.stderr.strip().splitlines()
+    assert "ANTHROPIC_API_KEY" in line
+    assert "orchestrator demo" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_while_the_model_answers_exits_130(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    trace = tmp_path / "t.jsonl"
+    script = parse_script(
+        {"name": "slow", "turns": [{"fault": "slow", "seconds": 30}, {"text": "too late"}]},
+        source="test",
+    )
+    with MessagesServer(script) as server:
+        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        args = ["run", "Wait", "--workdir", str(tmp_path / "work"), "--trace", str(trace)]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *args, "--yes"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while not server.requests and process.poll() is None:
+                assert time.monotonic() < deadline, "the request never arrived"
+                time.sleep(0.05)
+            process.send_signal(signal.SIGINT)
+            _, stderr = process.communicate(timeout=TIMEOUT)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted" in stderr
+    finished = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()][-1]
+    assert (finished["event"], finished["status"]) == ("run.finished", "interrupted")
+
+
+# --- the demo -----------------------------------------------------------------------------
+
+
+def test_demo_refactors_hello_and_its_test_passes(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    process = _orchestrator(["demo", "--workdir", str(workdir)], _environment(), tmp_path)
+    assert process.returncode == 0, process.stderr
+    hello = (workdir / "hello.py").read_text(encoding="utf-8")
+    assert "def greet(name: str) -> str:" in hello
+    assert 'if __name__ == "__main__":' in hello
+    check = subprocess.run(
+        [sys.executable, "test_hello.py"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "SCRIPTED" in process.stdout
