@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
@@ -76,8 +77,9 @@ class _EventLines:
                 f"{event['duration_ms']:.0f} ms  {'ok' if ok else 'error'}"
             )
             out = [(head, "green" if ok else "red")]
-            if not ok:
-                out.append(("    " + str(event["output"]).splitlines()[0], "red dim"))
+            first_line = next(iter(str(event["output"]).splitlines()), "")
+            if not ok and first_line:
+                out.append(("    " + first_line, "red dim"))
             return out
         if name == "audit.reminder":
             text = f"⚑ reminder: the plan has not changed for {event['rounds_since_update']} rounds"
@@ -142,8 +144,13 @@ class PlainView:
         self._write(text.rstrip() + "\n")
 
     def _write(self, text: str) -> None:
-        self._stream.write(text)
+        # Model text and tool output may carry colour codes of their own (a coloured test run).
+        self._stream.write(_ESCAPES.sub("", text))
         self._stream.flush()
+
+
+#: A CSI sequence, or any other escape, as the model or a tool might send them.
+_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])?")
 
 
 def _indent(text: str) -> str:
@@ -282,4 +289,6 @@ def print_timeline(rows: Sequence[RoundSummary], stream: TextIO | None = None) -
             str(row.blocks or ""),
             f"{row.input_tokens}/{row.output_tokens}/{row.cache_read_tokens}",
         )
-    Console(file=stream or sys.stdout).print(table)
+    # rich drops colour for NO_COLOR but keeps bold and italics; no colour system means no codes.
+    plain = bool(os.environ.get("NO_COLOR"))
+    Console(file=stream or sys.stdout, color_system=None if plain else "auto").print(table)

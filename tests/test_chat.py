@@ -1,0 +1,300 @@
+"""Tests for ``orchestrator chat`` in a pseudo-terminal and for Ctrl-C on ``orchestrator run``.
+
+Both run the real CLI and the real anthropic SDK against the package's loopback Messages API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer, check_request
+
+PROMPT = "you> "
+TIMEOUT = 30
+
+
+def _server(*turns: dict[str, Any]) -> MessagesServer:
+    return MessagesServer(parse_script({"name": "chat", "turns": list(turns)}, source="chat.json"))
+
+
+def _env(server: MessagesServer) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+        and name.lower() not in ("http_proxy", "https_proxy", "all_proxy")
+    }
+    env.update(
+        ANTHROPIC_API_KEY="test-key",
+        ANTHROPIC_BASE_URL=server.base_url,
+        ORCHESTRATOR_MAX_RETRIES="0",
+        NO_COLOR="1",
+        TERM="dumb",
+    )
+    return env
+
+
+def _assert_requests_were_well_formed(server: MessagesServer) -> None:
+    assert server.violations == []
+    for number, body in enumerate(server.requests, start=1):
+        assert check_request(body) == [], f"request {number}"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+def _start_chat(server: MessagesServer, workdir: Path) -> pexpect.spawn:
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "orchestrator", "chat", "--yes", "--workdir", str(workdir)],
+        env=_env(server),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(40, 200),
+    )
+
+
+def _wait_for_prompt(child: pexpect.spawn) -> None:
+    child.expect_exact("/exit (or an empty line) to leave")
+    child.expect_exact(PROMPT)
+
+
+def _spawn_chat(server: MessagesServer, workdir: Path) -> pexpect.spawn:
+    child = _start_chat(server, workdir)
+    _wait_for_prompt(child)
+    return child
+
+
+def _ended(child: pexpect.spawn) -> int:
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus is not None, f"killed by signal {child.signalstatus}"
+    return int(child.exitstatus)
+
+
+# The first task makes a plan; the second merges into it by id, which only works if the
+# board survived between turns. The ``expect`` entries make the server check the results.
+PLAN = {
+    "items": [
+        {"id": "1", "text": "Write greeting", "status": "in_progress", "active_form": "Writing"},
+        {"id": "2", "text": "Check greeting", "status": "pending"},
+    ]
+}
+MERGE = {
+    "merge": True,
+    "items": [
+        {"id": "1", "status": "completed"},
+        {"id": "2", "status": "in_progress", "active_form": "Checking greeting"},
+    ],
+}
+CHAT_TURNS: list[dict[str, Any]] = [
+    {"text": "Planning the greeting work.", "tool_calls": [{"name": "todo", "input": PLAN}]},
+    {
+        "text": "Plan made; starting on number one.",
+        "expect": [{"is_error": False, "contains": ["[>] #1: Write greeting", "(0/2 completed)"]}],
+    },
+    {"tool_calls": [{"name": "todo", "input": MERGE}], "expect": []},
+    {
+        "text": "Number one is done; checking number two.",
+        "expect": [
+            {
+                "is_error": False,
+                "contains": [
+                    "[x] #1: Write greeting",
+                    "[>] #2: Check greeting (Checking greeting)",
+                    "(1/2 completed)",
+                ],
+            }
+        ],
+    },
+]
+
+
+def test_chat_keeps_the_plan_across_turns_and_answers_slash_commands(workdir: Path) -> None:
+    with _server(*CHAT_TURNS) as server:
+        child = _spawn_chat(server, workdir)
+        child.sendline("Plan the greeting work")
+        child.expect_exact("Plan made; starting on number one.")
+        child.expect_exact(PROMPT)
+
+        child.sendline("/plan")
+        child.expect_exact("[>] #1: Write greeting (Writing)")
+        child.expect_exact("[ ] #2: Check greeting")
+        child.expect_exact("(0/2 completed)")
+        child.expect_exact(PROMPT)
+
+        child.sendline("Finish the greeting work")
+        child.expect_exact("Number one is done; checking number two.")
+        child.expect_exact(PROMPT)
+
+        child.sendline("/plan")
+        child.expect_exact("[x] #1: Write greeting")
+        child.expect_exact("(1/2 completed)")
+        child.expect_exact(PROMPT)
+
+        child.sendline("/diagram")
+        child.expect_exact("stateDiagram-v2")
+        child.expect_exact("in_progress --> completed: complete")
+        child.expect_exact(PROMPT)
+
+        child.sendline("/nonsense")
+        child.expect_exact("unknown command /nonsense")
+        child.expect_exact(PROMPT)
+
+        child.sendline("/reset")
+        child.expect_exact("plan cleared")
+        child.expect_exact(PROMPT)
+        child.sendline("/plan")
+        child.expect_exact("No todos.")
+        child.expect_exact(PROMPT)
+
+        child.sendline("/exit")
+        assert _ended(child) == 0
+
+    assert server.served == len(CHAT_TURNS)
+    _assert_requests_were_well_formed(server)
+    # The conversation persisted too: the second task's request carries the first exchange.
+    second_task = server.requests[2]["messages"]
+    assert second_task[0]["content"][0]["text"] == "Plan the greeting work"
+    assert second_task[-1]["content"][-1]["text"] == "Finish the greeting work"
+
+    history = (workdir / ".orchestrator" / "chat_history").read_text(encoding="utf-8")
+    assert "Plan the greeting work" in history
+    assert "/reset" in history
+    (trace,) = (workdir / ".orchestrator" / "traces").glob("*.jsonl")
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    finished = [event for event in events if event["event"] == "run.finished"]
+    assert [event["status"] for event in finished] == ["done", "done"]
+    assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+
+
+def test_an_empty_line_or_eof_ends_the_chat(tmp_path: Path) -> None:
+    with _server({"text": "unused"}) as server:
+        # Two sessions side by side: most of each one's time is the SDK's import.
+        children = {}
+        for leave in ("empty line", "end of file"):
+            (tmp_path / leave).mkdir()
+            children[leave] = _start_chat(server, tmp_path / leave)
+        for leave, child in children.items():
+            _wait_for_prompt(child)
+            child.sendline("/plan")
+            child.expect_exact("No todos.")
+            child.expect_exact(PROMPT)
+            if leave == "empty line":
+                child.sendline("")
+            else:
+                child.sendeof()
+        for child in children.values():
+            assert _ended(child) == 0
+    assert server.requests == []
+
+
+# --- Ctrl-C --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sleeping_server() -> Iterator[MessagesServer]:
+    with _server(
+        {
+            "text": "Planning, then waiting.",
+            "tool_calls": [
+                {
+                    "name": "todo",
+                    "input": {
+                        "items": [
+                            {
+                                "id": "1",
+                                "text": "Wait for the build",
+                                "status": "in_progress",
+                                "active_form": "Waiting for the build",
+                            }
+                        ]
+                    },
+                },
+                {"name": "bash", "input": {"command": "sleep 30"}},
+            ],
+        },
+        {"text": "never reached"},
+    ) as server:
+        yield server
+
+
+def _wait_for_bash_call(path: Path, process: subprocess.Popen[str]) -> None:
+    """Wait until the trace holds the ``tool.call`` for the bash tool: the tool is running."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and process.poll() is None:
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+        for line in lines:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the line is still being written
+            if event.get("event") == "tool.call" and event.get("name") == "bash":
+                return
+        time.sleep(0.05)
+    process.kill()
+    out, err = process.communicate()
+    pytest.fail(f"the bash tool.call never reached the trace:\n{out}\n{err}")
+
+
+def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: MessagesServer) -> None:
+    trace = workdir / "run.jsonl"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            "Wait for the build",
+            "--yes",
+            "--workdir",
+            str(workdir),
+            "--trace",
+            str(trace),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(sleeping_server),
+    )
+    try:
+        _wait_for_bash_call(trace, process)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+    assert process.returncode == 130, err
+    # The final plan is printed last, as it stood when the run stopped.
+    assert out.rstrip().endswith(
+        "[>] #1: Wait for the build (Waiting for the build)\n\n(0/1 completed)"
+    )
+    assert "orchestrator: run interrupted" in err
+    assert "Traceback" not in err
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert events[-1]["event"] == "run.finished"
+    assert events[-1]["status"] == "interrupted"
+    assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+    assert any(
+        event["event"] == "loop.transition" and event["dst"] == "interrupted" for event in events
+    )
+    assert sleeping_server.served == 1
+    _assert_requests_were_well_formed(sleeping_server)

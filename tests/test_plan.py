@@ -1,0 +1,1114 @@
+"""Tests for orchestrator.plan: the guarded item machine, atomic batches, errors, rendering."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from orchestrator.plan import (
+    DEFAULT_ITEM_LIMIT,
+    ITEM_TRANSITIONS,
+    BlankTextError,
+    DuplicateIdError,
+    EdgePolicy,
+    IllegalEdgeError,
+    InProgressConflictError,
+    ItemMachine,
+    ItemTransition,
+    PlanBoard,
+    PlanError,
+    PlanItem,
+    PlanLimitError,
+    PlanRejected,
+    PlanShapeError,
+    Status,
+    TodoTool,
+    UnknownStatusError,
+    items_from_dicts,
+    render_items,
+)
+from orchestrator.protocols import Plan, PlanRecord, Tool, ToolError, ToolResult
+
+PENDING, IN_PROGRESS = Status.PENDING, Status.IN_PROGRESS
+COMPLETED, CANCELLED = Status.COMPLETED, Status.CANCELLED
+
+#: The issue's edge table, written out independently of ITEM_TRANSITIONS.
+EDGES: dict[tuple[Status, Status], str] = {
+    (PENDING, IN_PROGRESS): "start",
+    (IN_PROGRESS, COMPLETED): "complete",
+    (IN_PROGRESS, PENDING): "pause",
+    (PENDING, CANCELLED): "cancel",
+    (IN_PROGRESS, CANCELLED): "cancel",
+}
+MARKERS = {PENDING: "[ ]", IN_PROGRESS: "[>]", COMPLETED: "[x]", CANCELLED: "[-]"}
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def todo(item_id: str, status: str | None = None, text: str | None = None, **extra: str) -> Any:
+    entry: dict[str, str] = {"id": item_id, **extra}
+    if text is not None:
+        entry["text"] = text
+    if status is not None:
+        entry["status"] = status
+    return entry
+
+
+def rewrite(*entries: Mapping[str, Any]) -> dict[str, Any]:
+    """A full rewrite; entries without text get a default one, as the seeds' shape requires."""
+    items = [{"text": f"Step {e['id']}", **e} for e in entries]
+    return {"items": items}
+
+
+def merge(*entries: Mapping[str, Any]) -> dict[str, Any]:
+    return {"items": [dict(e) for e in entries], "merge": True}
+
+
+def statuses(board: PlanBoard) -> dict[str, Status]:
+    return {item.id: item.status for item in board.items}
+
+
+@attrs.define
+class Recorder:
+    records: list[PlanRecord] = attrs.field(factory=list)
+
+    def __call__(self, record: PlanRecord) -> None:
+        self.records.append(record)
+
+    @property
+    def transitions(self) -> list[ItemTransition]:
+        return [r for r in self.records if isinstance(r, ItemTransition)]
+
+    @property
+    def edges(self) -> list[tuple[str, str, Status, Status]]:
+        return [(t.item_id, t.trigger, t.src, t.dst) for t in self.transitions]
+
+
+@attrs.frozen
+class Snapshot:
+    items: tuple[PlanItem, ...]
+    render: str
+    revision: int
+    models: tuple[int, ...]
+    states: tuple[str, ...]
+
+    @classmethod
+    def of(cls, board: PlanBoard, machine: ItemMachine) -> Snapshot:
+        return cls(
+            board.items,
+            board.render(),
+            board.revision,
+            tuple(id(m) for m in machine.models),
+            tuple(str(m.state) for m in machine.models),
+        )
+
+
+@attrs.define
+class Rig:
+    board: PlanBoard
+    machine: ItemMachine
+    recorder: Recorder
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot.of(self.board, self.machine)
+
+
+def make_rig(policy: EdgePolicy = EdgePolicy.STRICT, limit: int = DEFAULT_ITEM_LIMIT) -> Rig:
+    machine = ItemMachine()
+    board = PlanBoard(policy=policy, limit=limit, machine=machine)
+    recorder = Recorder()
+    board.subscribe(recorder)
+    return Rig(board, machine, recorder)
+
+
+@pytest.fixture
+def rig() -> Rig:
+    return make_rig()
+
+
+@pytest.fixture
+def lenient() -> Rig:
+    return make_rig(EdgePolicy.LENIENT)
+
+
+def place(board: PlanBoard, status: Status, item_id: str = "1") -> None:
+    """Put one item into ``status`` through legal single edges."""
+    first = IN_PROGRESS if status in (IN_PROGRESS, COMPLETED) else status
+    board.apply(merge(todo(item_id, first, f"Step {item_id}")))
+    if status is COMPLETED:
+        board.apply(merge(todo(item_id, "completed")))
+
+
+def assert_refused(
+    rig: Rig, payload: object, error: type[PlanError], item_id: str | None = None
+) -> PlanError:
+    """Apply a batch that must be refused and check that nothing changed and nothing leaked."""
+    before = rig.snapshot()
+    rig.recorder.records.clear()
+    with pytest.raises(error) as info:
+        rig.board.apply(payload)
+    assert isinstance(info.value, PlanError)
+    assert isinstance(info.value, ToolError)
+    message = str(info.value)
+    assert message
+    assert "\n" not in message
+    assert info.value.item_id == item_id
+    if item_id is not None:
+        assert f"#{item_id}" in message
+    assert rig.snapshot() == before
+    assert rig.recorder.records == [PlanRejected(error.__name__, message, item_id)]
+    return info.value
+
+
+# --- the edge table as data -------------------------------------------------------------------
+
+
+def test_transition_table_is_exactly_the_issue_edges() -> None:
+    declared = set()
+    for row in ITEM_TRANSITIONS:
+        sources = row["source"] if isinstance(row["source"], list | tuple) else [row["source"]]
+        for src in sources:
+            declared.add((row["trigger"], src, row["dest"], row.get("conditions")))
+    assert declared == {
+        ("start", "pending", "in_progress", "no_other_item_in_progress"),
+        ("complete", "in_progress", "completed", None),
+        ("pause", "in_progress", "pending", None),
+        ("cancel", "pending", "cancelled", None),
+        ("cancel", "in_progress", "cancelled", None),
+    }
+
+
+def test_item_machine_has_the_contract_states_and_only_the_four_triggers() -> None:
+    machine = ItemMachine()
+    assert set(machine.states) == {"pending", "in_progress", "completed", "cancelled"}
+    assert set(machine.events) == {"start", "complete", "pause", "cancel"}
+    assert machine.initial == "pending"
+    (start,) = machine.get_transitions("start")
+    assert [(c.func, c.target) for c in start.conditions] == [("no_other_item_in_progress", True)]
+    for trigger in ("complete", "pause", "cancel"):
+        assert all(not t.conditions for t in machine.get_transitions(trigger))
+
+
+def test_item_machine_paths_and_legal_triggers() -> None:
+    machine = ItemMachine()
+    assert machine.legal_triggers(PENDING) == (("start", IN_PROGRESS), ("cancel", CANCELLED))
+    assert machine.legal_triggers(IN_PROGRESS) == (
+        ("complete", COMPLETED),
+        ("pause", PENDING),
+        ("cancel", CANCELLED),
+    )
+    assert machine.legal_triggers(COMPLETED) == ()
+    assert machine.legal_triggers(CANCELLED) == ()
+    assert machine.path(PENDING, COMPLETED) == ("start", "complete")
+    assert machine.path(IN_PROGRESS, IN_PROGRESS) == ()
+    assert machine.path(COMPLETED, PENDING) is None
+    assert machine.path(CANCELLED, IN_PROGRESS) is None
+
+
+# --- every edge through PlanBoard.apply -------------------------------------------------------
+
+
+@pytest.mark.parametrize("dst", list(Status), ids=str)
+@pytest.mark.parametrize("src", list(Status), ids=str)
+def test_apply_allows_the_four_edges_and_only_them(rig: Rig, src: Status, dst: Status) -> None:
+    place(rig.board, src)
+    assert statuses(rig.board) == {"1": src}
+    revision = rig.board.revision
+    rig.recorder.records.clear()
+    if src == dst or (src, dst) in EDGES:
+        update = rig.board.apply(merge(todo("1", str(dst))))
+        assert statuses(rig.board) == {"1": dst}
+        expected = [] if src == dst else [("1", EDGES[(src, dst)], src, dst)]
+        assert rig.recorder.edges == expected
+        assert [(t.item_id, t.trigger, t.src, t.dst) for t in update.transitions] == expected
+        assert rig.board.revision == revision + 1
+    else:
+        error = assert_refused(rig, merge(todo("1", str(dst))), IllegalEdgeError, "1")
+        assert str(error).startswith(f"Item #1: {src} → {dst}")
+
+
+def test_strict_pending_to_completed_is_refused_with_the_fix(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    error = assert_refused(
+        rig, rewrite(todo("1", "in_progress"), todo("2", "completed")), IllegalEdgeError, "2"
+    )
+    assert str(error) == "Item #2: pending → completed skips in_progress; mark #2 in_progress first"
+
+
+def test_strict_new_item_starts_pending_so_it_cannot_be_created_completed(rig: Rig) -> None:
+    error = assert_refused(rig, rewrite(todo("1", "completed")), IllegalEdgeError, "1")
+    assert "skips in_progress" in str(error)
+
+
+@pytest.mark.parametrize("final", [COMPLETED, CANCELLED], ids=str)
+@pytest.mark.parametrize("policy", list(EdgePolicy), ids=str)
+def test_final_states_have_no_way_out(policy: EdgePolicy, final: Status) -> None:
+    rig = make_rig(policy)
+    place(rig.board, final)
+    for dst in Status:
+        if dst is final:
+            continue
+        error = assert_refused(rig, merge(todo("1", str(dst))), IllegalEdgeError, "1")
+        assert f"{final} is final" in str(error)
+
+
+@pytest.mark.parametrize("word", ["IN_PROGRESS", "In_Progress", " in_progress ", "in_PROGRESS"])
+def test_status_is_read_case_insensitively(rig: Rig, word: str) -> None:
+    rig.board.apply(rewrite(todo("1", word), todo("2", "PENDING")))
+    assert statuses(rig.board) == {"1": IN_PROGRESS, "2": PENDING}
+    rig.board.apply(merge(todo("1", "Completed"), todo("2", "CANCELLED")))
+    assert statuses(rig.board) == {"1": COMPLETED, "2": CANCELLED}
+
+
+# --- the single-in-progress guard and batch ordering ------------------------------------------
+
+
+def test_two_items_entering_in_progress_are_refused_naming_the_one_in_progress(rig: Rig) -> None:
+    error = assert_refused(
+        rig,
+        rewrite(todo("1", "in_progress"), todo("2", "in_progress")),
+        InProgressConflictError,
+        "2",
+    )
+    assert str(error).startswith("Only one task can be in_progress at a time")
+    assert "#1 is in progress" in str(error)
+
+
+def test_starting_a_second_item_while_one_stays_in_progress_is_refused(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    error = assert_refused(rig, merge(todo("2", "in_progress")), InProgressConflictError, "2")
+    assert "#1 is in progress" in str(error)
+    assert statuses(rig.board) == {"1": IN_PROGRESS, "2": PENDING}
+
+
+@pytest.mark.parametrize("listed_first", ["1", "2"])
+def test_completing_one_and_starting_the_next_in_one_batch(rig: Rig, listed_first: str) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    rig.recorder.records.clear()
+    batch = {"1": todo("1", "completed"), "2": todo("2", "in_progress")}
+    other = "2" if listed_first == "1" else "1"
+    rig.board.apply(rewrite(batch[listed_first], batch[other]))
+    assert statuses(rig.board) == {"1": COMPLETED, "2": IN_PROGRESS}
+    # Leaving in_progress fires before entering it, whatever order the batch lists them in.
+    assert rig.recorder.edges == [
+        ("1", "complete", IN_PROGRESS, COMPLETED),
+        ("2", "start", PENDING, IN_PROGRESS),
+    ]
+    lines = {"1": "[x] #1: Step 1", "2": "[>] #2: Step 2"}
+    expected = f"{lines[listed_first]}\n{lines[other]}\n\n(1/2 completed)"
+    assert rig.board.render() == expected
+
+
+@pytest.mark.parametrize("listed_first", ["1", "2"])
+def test_pausing_one_and_starting_another_in_one_batch(rig: Rig, listed_first: str) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    rig.recorder.records.clear()
+    batch = {"1": todo("1", "pending"), "2": todo("2", "in_progress")}
+    other = "2" if listed_first == "1" else "1"
+    rig.board.apply(merge(batch[listed_first], batch[other]))
+    assert statuses(rig.board) == {"1": PENDING, "2": IN_PROGRESS}
+    assert rig.recorder.edges == [
+        ("1", "pause", IN_PROGRESS, PENDING),
+        ("2", "start", PENDING, IN_PROGRESS),
+    ]
+
+
+def test_cancelling_the_in_progress_item_frees_the_slot_in_the_same_batch(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress")))
+    rig.board.apply(merge(todo("1", "cancelled"), todo("2", "in_progress", "New")))
+    assert statuses(rig.board) == {"1": CANCELLED, "2": IN_PROGRESS}
+
+
+# --- lenient policy ---------------------------------------------------------------------------
+
+
+def test_lenient_walks_pending_to_completed_recording_both_edges(lenient: Rig) -> None:
+    lenient.board.apply(rewrite(todo("1", "pending"), todo("2", "pending")))
+    lenient.recorder.records.clear()
+    update = lenient.board.apply(merge(todo("2", "completed")))
+    assert statuses(lenient.board) == {"1": PENDING, "2": COMPLETED}
+    expected = [("2", "start", PENDING, IN_PROGRESS), ("2", "complete", IN_PROGRESS, COMPLETED)]
+    assert lenient.recorder.edges == expected
+    assert [(t.item_id, t.trigger, t.src, t.dst) for t in update.transitions] == expected
+
+
+def test_lenient_new_item_may_be_created_completed(lenient: Rig) -> None:
+    lenient.board.apply(rewrite(todo("1", "completed"), todo("2", "in_progress")))
+    assert statuses(lenient.board) == {"1": COMPLETED, "2": IN_PROGRESS}
+    assert ("1", "start", PENDING, IN_PROGRESS) in lenient.recorder.edges
+    assert ("1", "complete", IN_PROGRESS, COMPLETED) in lenient.recorder.edges
+
+
+def test_lenient_walk_is_refused_while_another_item_stays_in_progress(lenient: Rig) -> None:
+    lenient.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    error = assert_refused(
+        lenient,
+        rewrite(todo("1", "in_progress"), todo("2", "completed")),
+        InProgressConflictError,
+        "2",
+    )
+    assert "#1 is in progress" in str(error)
+    assert_refused(lenient, merge(todo("2", "completed")), InProgressConflictError, "2")
+
+
+def test_lenient_walk_is_allowed_when_the_in_progress_item_leaves(lenient: Rig) -> None:
+    lenient.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    lenient.recorder.records.clear()
+    lenient.board.apply(merge(todo("2", "completed"), todo("1", "completed")))
+    assert statuses(lenient.board) == {"1": COMPLETED, "2": COMPLETED}
+    assert lenient.recorder.edges == [
+        ("1", "complete", IN_PROGRESS, COMPLETED),
+        ("2", "start", PENDING, IN_PROGRESS),
+        ("2", "complete", IN_PROGRESS, COMPLETED),
+    ]
+
+
+# --- active_form ------------------------------------------------------------------------------
+
+
+def test_active_form_is_shown_only_while_in_progress(rig: Rig) -> None:
+    rig.board.apply(
+        rewrite(
+            todo("1", "pending", "Read hello.py", active_form="Reading hello.py"),
+            todo("2", "in_progress", "Add type hints", active_form="Adding type hints"),
+        )
+    )
+    assert rig.board.render() == (
+        "[ ] #1: Read hello.py\n[>] #2: Add type hints (Adding type hints)\n\n(0/2 completed)"
+    )
+    assert rig.board.items[1].active_form == "Adding type hints"
+    rig.board.apply(merge(todo("2", "completed"), todo("1", "in_progress")))
+    assert rig.board.render() == (
+        "[>] #1: Read hello.py (Reading hello.py)\n[x] #2: Add type hints\n\n(1/2 completed)"
+    )
+
+
+def test_in_progress_item_without_active_form_has_no_parentheses(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress", "Add type hints")))
+    assert rig.board.render() == "[>] #1: Add type hints\n\n(0/1 completed)"
+
+
+# --- omitted items in a full rewrite ----------------------------------------------------------
+
+
+def test_omitted_items_leave_the_list_cancelling_open_ones_first(rig: Rig) -> None:
+    rig.board.apply(
+        rewrite(
+            todo("1", "in_progress"),
+            todo("2", "pending"),
+            todo("3", "pending"),
+            todo("4", "cancelled"),
+        )
+    )
+    rig.board.apply(merge(todo("1", "completed"), todo("2", "in_progress")))
+    assert statuses(rig.board) == {"1": COMPLETED, "2": IN_PROGRESS, "3": PENDING, "4": CANCELLED}
+    rig.recorder.records.clear()
+    update = rig.board.apply(rewrite(todo("5", "pending", "Fresh start")))
+    assert rig.board.render() == "[ ] #5: Fresh start\n\n(0/1 completed)"
+    assert [item.id for item in rig.board.items] == ["5"]
+    cancels = {("2", "cancel", IN_PROGRESS, CANCELLED), ("3", "cancel", PENDING, CANCELLED)}
+    assert set(rig.recorder.edges) == cancels
+    assert len(rig.recorder.edges) == 2
+    assert {(t.item_id, t.trigger, t.src, t.dst) for t in update.transitions} == cancels
+    assert [m.id for m in rig.machine.models] == ["5"]
+
+
+def test_empty_rewrite_clears_the_board(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    rig.recorder.records.clear()
+    rig.board.apply({"items": []})
+    assert rig.board.render() == "No todos."
+    assert rig.board.is_empty
+    assert sorted(rig.recorder.edges) == [
+        ("1", "cancel", IN_PROGRESS, CANCELLED),
+        ("2", "cancel", PENDING, CANCELLED),
+    ]
+    assert rig.machine.models == []
+
+
+# --- merge ------------------------------------------------------------------------------------
+
+
+def test_merge_touches_only_listed_items_and_appends_new_ones(rig: Rig) -> None:
+    rig.board.apply(
+        rewrite(
+            todo("1", "in_progress", "Read hello.py"),
+            todo("2", "pending", "Add type hints"),
+            todo("3", "pending", "Add docstrings"),
+        )
+    )
+    rig.recorder.records.clear()
+    update = rig.board.apply(
+        merge({"id": "1", "status": "completed"}, todo("4", None, "Run tests"))
+    )
+    assert update.merge
+    assert rig.board.items == (
+        PlanItem("1", "Read hello.py", COMPLETED),
+        PlanItem("2", "Add type hints", PENDING),
+        PlanItem("3", "Add docstrings", PENDING),
+        PlanItem("4", "Run tests", PENDING),
+    )
+    assert rig.recorder.edges == [("1", "complete", IN_PROGRESS, COMPLETED)]
+
+
+def test_merge_can_rename_an_item_and_set_its_active_form(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "pending", "Old text")))
+    rig.board.apply(merge(todo("1", "in_progress", "New text", active_form="Doing it")))
+    assert rig.board.render() == "[>] #1: New text (Doing it)\n\n(0/1 completed)"
+
+
+def test_merge_cancelled_item_renders_with_a_dash(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress", "Read"), todo("2", "pending", "Write")))
+    rig.board.apply(merge(todo("2", "cancelled")))
+    assert rig.board.render() == "[>] #1: Read\n[-] #2: Write\n\n(0/2 completed)"
+
+
+def test_merge_new_item_needs_text(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "pending")))
+    error = assert_refused(rig, merge({"id": "2", "status": "pending"}), BlankTextError, "2")
+    assert "text required" in str(error)
+
+
+def test_merge_item_needs_an_id(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "pending")))
+    assert_refused(rig, merge({"text": "No id", "status": "pending"}), PlanShapeError)
+
+
+# --- atomicity --------------------------------------------------------------------------------
+
+
+def test_refused_batch_rolls_back_edges_that_already_fired(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending"), todo("3", "pending")))
+    # 1 completes and 2 starts before the guard refuses 3.
+    error = assert_refused(
+        rig,
+        rewrite(todo("1", "completed"), todo("2", "in_progress"), todo("3", "in_progress")),
+        InProgressConflictError,
+        "3",
+    )
+    assert "#2 is in progress" in str(error)
+    assert statuses(rig.board) == {"1": IN_PROGRESS, "2": PENDING, "3": PENDING}
+    # The board is usable afterwards and its guard was not left confused.
+    rig.board.apply(merge(todo("1", "completed"), todo("3", "in_progress")))
+    assert statuses(rig.board) == {"1": COMPLETED, "2": PENDING, "3": IN_PROGRESS}
+
+
+def test_refused_batch_with_new_items_leaves_no_models_behind(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress")))
+    assert_refused(
+        rig,
+        merge(todo("2", "pending", "New a"), todo("3", "in_progress", "New b")),
+        InProgressConflictError,
+        "3",
+    )
+    assert [m.id for m in rig.machine.models] == ["1"]
+    # A staged new item that reached in_progress must not haunt the guard afterwards.
+    assert_refused(
+        rig,
+        rewrite(todo("1", "completed"), todo("2", "in_progress"), todo("3", "in_progress")),
+        InProgressConflictError,
+        "3",
+    )
+    rig.board.apply(merge(todo("1", "completed"), todo("3", "in_progress", "New b")))
+    assert statuses(rig.board) == {"1": COMPLETED, "3": IN_PROGRESS}
+
+
+def test_refused_batch_with_illegal_edge_keeps_new_items_out(rig: Rig) -> None:
+    place(rig.board, COMPLETED)
+    assert_refused(
+        rig, rewrite(todo("2", "in_progress", "New"), todo("1", "pending")), IllegalEdgeError, "1"
+    )
+    assert statuses(rig.board) == {"1": COMPLETED}
+
+
+def test_refused_rewrite_does_not_cancel_omitted_items(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    assert_refused(rig, rewrite(todo("3", "done")), UnknownStatusError, "3")
+    assert_refused(
+        rig,
+        rewrite(todo("3", "in_progress"), todo("4", "in_progress")),
+        InProgressConflictError,
+        "4",
+    )
+    assert statuses(rig.board) == {"1": IN_PROGRESS, "2": PENDING}
+
+
+# --- the error cases --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"items": "1. read 2. write"},
+        {"items": {"id": "1", "text": "x", "status": "pending"}},
+        {"items": None},
+        {},
+        ["not", "an", "object"],
+        "items",
+        None,
+    ],
+    ids=repr,
+)
+def test_items_not_a_list_is_a_shape_error(rig: Rig, payload: object) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress")))
+    assert_refused(rig, payload, PlanShapeError)
+
+
+@pytest.mark.parametrize("bad", [1, "write tests", ["1", "x", "pending"], None], ids=repr)
+def test_item_not_an_object_is_a_shape_error(rig: Rig, bad: object) -> None:
+    error = assert_refused(rig, {"items": [todo("1", "pending", "ok"), bad]}, PlanShapeError)
+    assert "Item 2" in str(error)
+
+
+def test_merge_flag_must_be_a_boolean(rig: Rig) -> None:
+    error = assert_refused(rig, {"items": [], "merge": "yes"}, PlanShapeError)
+    assert "merge" in str(error)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\t"])
+def test_blank_text_is_refused(rig: Rig, text: str) -> None:
+    error = assert_refused(
+        rig, rewrite(todo("1", "pending", "Fine"), todo("2", "pending", text)), BlankTextError, "2"
+    )
+    assert str(error).startswith("Item #2: text required")
+
+
+@pytest.mark.parametrize("word", ["done", "DONE", "blocked", "in progress", ""])
+def test_unknown_status_is_refused(rig: Rig, word: str) -> None:
+    error = assert_refused(
+        rig, rewrite(todo("1", "pending"), todo("2", word)), UnknownStatusError, "2"
+    )
+    assert str(error).startswith(f"Item #2: invalid status '{word.lower()}'")
+    for status in Status:
+        assert str(status) in str(error)
+
+
+def test_duplicate_ids_are_refused(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "pending")))
+    error = assert_refused(
+        rig, merge(todo("7", "pending", "a"), todo("7", "pending", "b")), DuplicateIdError, "7"
+    )
+    assert "duplicate" in str(error)
+
+
+def test_default_limit_is_twenty(rig: Rig) -> None:
+    twenty = rewrite(*(todo(str(n), "pending") for n in range(1, 21)))
+    rig.board.apply(twenty)
+    assert rig.board.progress == (0, 20)
+    error = assert_refused(rig, merge(todo("21", "pending", "One too many")), PlanLimitError)
+    assert str(error).startswith("Max 20 todos allowed")
+    error = assert_refused(
+        rig, rewrite(*(todo(str(n), "pending") for n in range(1, 22))), PlanLimitError
+    )
+    assert str(error).startswith("Max 20 todos allowed")
+
+
+def test_limit_is_configurable() -> None:
+    rig = make_rig(limit=3)
+    assert rig.board.limit == 3
+    error = assert_refused(rig, rewrite(*(todo(str(n)) for n in range(1, 5))), PlanLimitError)
+    assert str(error).startswith("Max 3 todos allowed")
+    rig.board.apply(rewrite(*(todo(str(n)) for n in range(1, 4))))
+    assert_refused(rig, merge(todo("4", "pending", "Fourth")), PlanLimitError)
+    # A rewrite that drops one to make room is fine.
+    rig.board.apply(rewrite(todo("1"), todo("2"), todo("4", "pending", "Fourth")))
+    assert [item.id for item in rig.board.items] == ["1", "2", "4"]
+
+
+def test_limit_below_one_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="limit"):
+        PlanBoard(limit=0)
+
+
+def test_error_classes_are_plan_and_tool_errors() -> None:
+    for error in (
+        PlanShapeError,
+        PlanLimitError,
+        BlankTextError,
+        UnknownStatusError,
+        DuplicateIdError,
+        InProgressConflictError,
+        IllegalEdgeError,
+    ):
+        assert issubclass(error, PlanError)
+        assert issubclass(error, ToolError)
+
+
+def test_unknown_status_with_a_newline_still_gives_a_one_line_message(rig: Rig) -> None:
+    with pytest.raises(UnknownStatusError) as info:
+        rig.board.apply(rewrite(todo("1", "done\nreally")))
+    assert "\n" not in str(info.value)
+
+
+def test_an_id_with_a_newline_is_refused_in_one_line(rig: Rig) -> None:
+    # Ids are printed on every rendered line, so a control character in one is refused outright.
+    with pytest.raises(PlanShapeError) as info:
+        rig.board.apply(rewrite(todo("a\nb", "pending"), todo("a\nb", "pending")))
+    assert "\n" not in str(info.value)
+    assert rig.board.items == ()
+
+
+def test_duplicate_ids_name_the_item(rig: Rig) -> None:
+    with pytest.raises(DuplicateIdError) as info:
+        rig.board.apply(rewrite(todo("7", "pending"), todo("7", "pending", "Again")))
+    assert str(info.value).startswith("Item #7: duplicate id")
+
+
+def test_full_rewrite_requires_text_even_for_existing_items(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "pending")))
+    assert_refused(rig, {"items": [{"id": "1", "status": "in_progress"}]}, BlankTextError, "1")
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+def test_render_is_the_seeds_format_byte_for_byte(rig: Rig) -> None:
+    assert rig.board.render() == "No todos."
+    rig.board.apply(
+        rewrite(
+            todo("1", "in_progress", "Read hello.py"),
+            todo("2", "pending", "Add type hints", active_form="Adding type hints"),
+            todo("3", "pending", "Add docstrings"),
+            todo("4", "pending", "Port to Python 2"),
+        )
+    )
+    rig.board.apply(merge(todo("1", "completed"), todo("2", "in_progress")))
+    rig.board.apply(merge(todo("4", "cancelled")))
+    assert rig.board.render() == (
+        "[x] #1: Read hello.py\n"
+        "[>] #2: Add type hints (Adding type hints)\n"
+        "[ ] #3: Add docstrings\n"
+        "[-] #4: Port to Python 2\n"
+        "\n"
+        "(1/4 completed)"
+    )
+
+
+def test_render_items_renders_views_without_a_board() -> None:
+    assert render_items([]) == "No todos."
+    items = [
+        PlanItem("1", "Read", COMPLETED, "Reading"),
+        PlanItem("2", "Write", IN_PROGRESS, "Writing"),
+        PlanItem("3", "Test", PENDING, "Testing"),
+        PlanItem("4", "Ship", CANCELLED),
+    ]
+    assert render_items(items) == (
+        "[x] #1: Read\n[>] #2: Write (Writing)\n[ ] #3: Test\n[-] #4: Ship\n\n(1/4 completed)"
+    )
+
+
+def test_items_from_dicts_round_trips_the_updated_record(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress", "Read", active_form="Reading"), todo("2")))
+    update = rig.board.apply(merge(todo("2", "cancelled")))
+    rebuilt = items_from_dicts(update.fields()["items"])
+    assert rebuilt == rig.board.items
+    assert render_items(rebuilt) == rig.board.render()
+
+
+def test_reset_empties_the_board(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress")))
+    revision = rig.board.revision
+    rig.board.reset()
+    assert rig.board.render() == "No todos."
+    assert rig.board.revision > revision
+    assert rig.machine.models == []
+    rig.board.apply(rewrite(todo("1", "in_progress")))
+    assert statuses(rig.board) == {"1": IN_PROGRESS}
+
+
+# --- observability ----------------------------------------------------------------------------
+
+
+def test_observers_get_transitions_then_the_update(rig: Rig) -> None:
+    first = rig.board.apply(
+        rewrite(
+            todo("1", "in_progress", "Read", active_form="Reading"), todo("2", "pending", "Write")
+        )
+    )
+    assert first.revision == 1 == rig.board.revision
+    rig.recorder.records.clear()
+    update = rig.board.apply(merge(todo("1", "completed"), todo("2", "in_progress")))
+    complete = ItemTransition(item_id="1", trigger="complete", src=IN_PROGRESS, dst=COMPLETED)
+    start = ItemTransition(item_id="2", trigger="start", src=PENDING, dst=IN_PROGRESS)
+    assert rig.recorder.records == [complete, start, update]
+    assert complete.event == "plan.transition"
+    assert complete.fields() == {
+        "item": "1",
+        "trigger": "complete",
+        "src": IN_PROGRESS,
+        "dst": COMPLETED,
+    }
+    assert update.event == "plan.updated"
+    assert update.revision == 2 == rig.board.revision
+    assert update.transitions == (complete, start)
+    assert update.completed == 1
+    assert update.fields() == {
+        "revision": 2,
+        "merge": True,
+        "items": [
+            {"id": "1", "text": "Read", "status": "completed", "active_form": "Reading"},
+            {"id": "2", "text": "Write", "status": "in_progress"},
+        ],
+        "completed": 1,
+        "total": 2,
+        "transitions": 2,
+    }
+
+
+def test_rejection_is_published_without_transitions(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    rig.recorder.records.clear()
+    with pytest.raises(InProgressConflictError):
+        rig.board.apply(
+            rewrite(todo("1", "completed"), todo("2", "in_progress"), todo("3", "in_progress"))
+        )
+    (record,) = rig.recorder.records
+    assert isinstance(record, PlanRejected)
+    assert record.event == "plan.rejected"
+    assert record.fields()["error"] == "InProgressConflictError"
+    assert record.fields()["item"] == "3"
+    assert str(record.fields()["message"]).startswith("Only one task can be in_progress")
+    assert rig.board.revision == 1
+
+
+def test_items_are_read_only_views_with_status_values(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress", "Read", active_form="Reading")))
+    (item,) = rig.board.items
+    assert item == PlanItem("1", "Read", Status.IN_PROGRESS, "Reading")
+    assert isinstance(item.status, Status)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        item.status = Status.COMPLETED  # type: ignore[misc]
+    assert rig.board.in_progress == item
+    assert rig.board.progress == (0, 1)
+    assert not rig.board.is_empty
+
+
+def test_board_satisfies_the_plan_protocol(rig: Rig) -> None:
+    plan: Plan = rig.board
+    seen: list[PlanRecord] = []
+    plan.subscribe(seen.append)
+    assert plan.is_empty
+    rig.board.apply(rewrite(todo("1")))
+    assert plan.revision == 1
+    assert [r.event for r in seen] == ["plan.updated"]
+
+
+# --- the todo tool ----------------------------------------------------------------------------
+
+
+def test_todo_tool_schema() -> None:
+    tool: Tool = TodoTool(PlanBoard())
+    schema = tool.schema
+    assert tool.name == "todo" == schema["name"]
+    assert schema["description"]
+    input_schema = schema["input_schema"]
+    assert input_schema["type"] == "object"
+    assert input_schema["required"] == ["items"]
+    assert input_schema["properties"]["items"]["type"] == "array"
+    item = input_schema["properties"]["items"]["items"]
+    assert set(item["properties"]) >= {"id", "text", "status", "active_form"}
+    assert set(item["properties"]["status"]["enum"]) == {str(s) for s in Status}
+    assert input_schema["properties"]["merge"]["type"] == "boolean"
+
+
+def test_todo_tool_run_returns_the_rendered_board() -> None:
+    board = PlanBoard()
+    tool = TodoTool(board)
+    result = tool.run(rewrite(todo("1", "in_progress", "Read hello.py")))
+    assert result == ToolResult("[>] #1: Read hello.py\n\n(0/1 completed)")
+    assert not result.is_error
+    with pytest.raises(PlanError):
+        tool.run({"items": "nope"})
+    with pytest.raises(ToolError):
+        tool.run(merge(todo("1", "pending"), todo("2", "in_progress", "x"), todo("3", "bogus")))
+    assert board.render() == "[>] #1: Read hello.py\n\n(0/1 completed)"
+
+
+# --- boards sharing one machine ---------------------------------------------------------------
+
+
+def test_boards_sharing_a_machine_do_not_see_each_other() -> None:
+    machine = ItemMachine()
+    left = PlanBoard(machine=machine)
+    right = PlanBoard(machine=machine, policy=EdgePolicy.LENIENT)
+    left.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    right.apply(rewrite(todo("1", "in_progress")))
+    assert left.in_progress is not None
+    assert right.in_progress is not None
+    right.apply(merge(todo("1", "completed"), todo("2", "completed", "Walk")))
+    assert statuses(left) == {"1": IN_PROGRESS, "2": PENDING}
+    assert statuses(right) == {"1": COMPLETED, "2": COMPLETED}
+    with pytest.raises(InProgressConflictError):
+        left.apply(merge(todo("2", "in_progress")))
+    assert len(machine.models) == 4
+
+
+# --- stateful property test -------------------------------------------------------------------
+
+STATUS_WORDS = [
+    *sorted({word for s in Status for word in (s.value, s.value.upper(), s.value.title())}),
+    "done",
+    "blocked",
+    "in progress",
+]
+IDS = ["1", "2", "3", "4", "5", "6"]
+TEXTS = ["Read hello.py", "Add type hints", "Add docstrings", "Run tests", "Ship it", "  "]
+LIMIT = 5
+MALFORMED: list[object] = [
+    None,
+    "items",
+    {},
+    {"items": "all of them"},
+    {"items": None},
+    {"items": [1]},
+    {"items": [{"id": "1", "text": "ok", "status": "pending"}, "two"]},
+    {"items": [], "merge": "true"},
+    {"items": [{"text": "no id", "status": "pending"}], "merge": True},
+]
+
+
+def _entries(*, full: bool) -> st.SearchStrategy[list[dict[str, str]]]:
+    optional = {
+        "status": st.sampled_from(STATUS_WORDS),
+        "active_form": st.sampled_from(["", "Doing it"]),
+    }
+    required = {"id": st.sampled_from(IDS)}
+    text = st.sampled_from(TEXTS)
+    if full:
+        entry = st.fixed_dictionaries({**required, "text": text}, optional=optional)
+    else:
+        entry = st.fixed_dictionaries(required, optional={**optional, "text": text})
+    # Half the batches have distinct ids, so duplicates do not drown the other cases.
+    return st.one_of(
+        st.lists(entry, max_size=LIMIT, unique_by=lambda e: e["id"]),
+        st.lists(entry, max_size=LIMIT),
+    )
+
+
+@attrs.frozen
+class Expected:
+    """What an independent reading of the issue predicts for one batch."""
+
+    errors: frozenset[type[PlanError]]
+    items: tuple[PlanItem, ...] = ()
+
+
+def expect(
+    before: Sequence[PlanItem],
+    entries: Sequence[Mapping[str, str]],
+    merge: bool,
+    policy: EdgePolicy,
+) -> Expected:
+    current = {item.id: item for item in before}
+    errors: set[type[PlanError]] = set()
+    parsed: list[tuple[str, str | None, Status | None, str | None]] = []
+    for entry in entries:
+        text = entry.get("text")
+        if text is not None and not text.strip():
+            errors.add(BlankTextError)
+        status = None
+        if "status" in entry:
+            word = entry["status"].strip().lower()
+            if word in {s.value for s in Status}:
+                status = Status(word)
+            else:
+                errors.add(UnknownStatusError)
+        active = entry.get("active_form")
+        parsed.append((entry["id"], text, status, active))
+    ids = [p[0] for p in parsed]
+    if len(set(ids)) != len(ids):
+        errors.add(DuplicateIdError)
+    order = [*current, *(i for i in dict.fromkeys(ids) if i not in current)] if merge else ids
+    if len(order) > LIMIT:
+        errors.add(PlanLimitError)
+    final = dict(current) if merge else {}
+    walks = False
+    for item_id, text, status, active in parsed:
+        old = current.get(item_id)
+        if old is None and text is None:
+            errors.add(BlankTextError)
+        src = old.status if old else PENDING
+        dst = status or src
+        if src != dst and (src, dst) not in EDGES:
+            if (src, dst) == (PENDING, COMPLETED) and policy is EdgePolicy.LENIENT:
+                walks = True
+            else:
+                errors.add(IllegalEdgeError)
+        final[item_id] = PlanItem(
+            item_id,
+            text.strip() if text else (old.text if old else ""),
+            dst,
+            active.strip() if active is not None else (old.active_form if old else ""),
+        )
+    if errors:
+        return Expected(frozenset(errors))
+    in_progress = [i for i, item in final.items() if item.status is IN_PROGRESS]
+    stays = [i for i in in_progress if i in current and current[i].status is IN_PROGRESS]
+    if len(in_progress) > 1 or (walks and stays):
+        return Expected(frozenset({InProgressConflictError}))
+    return Expected(frozenset(), tuple(final[i] for i in order))
+
+
+def expected_render(items: Sequence[PlanItem]) -> str:
+    if not items:
+        return "No todos."
+    lines = []
+    for item in items:
+        line = f"{MARKERS[item.status]} #{item.id}: {item.text}"
+        if item.status is IN_PROGRESS and item.active_form:
+            line += f" ({item.active_form})"
+        lines.append(line)
+    done = sum(item.status is COMPLETED for item in items)
+    return "\n".join(lines) + f"\n\n({done}/{len(items)} completed)"
+
+
+class PlanBoardMachine(RuleBasedStateMachine):
+    """Random batches against a strict and a lenient board that share one ItemMachine."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.machine = ItemMachine()
+        self.boards = {
+            policy: PlanBoard(policy=policy, limit=LIMIT, machine=self.machine)
+            for policy in EdgePolicy
+        }
+        self.records = {policy: Recorder() for policy in EdgePolicy}
+        for policy, board in self.boards.items():
+            board.subscribe(self.records[policy])
+        # Per board: the edges each item on the board took, and the finished histories of
+        # items that left it (ids are reused, so a history ends when its item leaves).
+        self.live: dict[EdgePolicy, dict[str, list[ItemTransition]]] = {p: {} for p in EdgePolicy}
+        self.finished: list[list[ItemTransition]] = []
+
+    def _apply(self, policy: EdgePolicy, payload: object, expected: Expected) -> None:
+        board, recorder = self.boards[policy], self.records[policy]
+        before = (board.items, board.revision, board.render())
+        recorder.records.clear()
+        try:
+            update = board.apply(payload)
+        except PlanError as error:
+            event(f"{policy}: {type(error).__name__}")
+            assert expected.errors, f"refused a batch the rules allow: {error}"
+            assert type(error) in expected.errors, (type(error), expected.errors)
+            assert isinstance(error, ToolError)
+            assert "\n" not in str(error)
+            assert (board.items, board.revision, board.render()) == before
+            assert recorder.records == [
+                PlanRejected(type(error).__name__, str(error), error.item_id)
+            ]
+            return
+        assert not expected.errors, f"accepted a batch that breaks {set(expected.errors)}"
+        event(f"{policy}: accepted")
+        assert board.items == expected.items
+        assert board.revision == before[1] + 1
+        transitions = recorder.transitions
+        assert recorder.records == [*transitions, update]
+        assert update.transitions == tuple(transitions)
+        assert update.items == board.items
+        assert items_from_dicts(update.fields()["items"]) == board.items
+        per_item = Counter(t.item_id for t in transitions)
+        assert max(per_item.values(), default=0) <= (1 if policy is EdgePolicy.STRICT else 2)
+        live = self.live[policy]
+        for transition in transitions:
+            live.setdefault(transition.item_id, []).append(transition)
+        kept = {item.id for item in board.items}
+        for item_id in list(live):
+            if item_id not in kept:
+                self.finished.append(live.pop(item_id))
+
+    @rule(
+        policy=st.sampled_from(list(EdgePolicy)),
+        entries=_entries(full=True),
+    )
+    def rewrite_batch(self, policy: EdgePolicy, entries: list[dict[str, str]]) -> None:
+        expected = expect(self.boards[policy].items, entries, False, policy)
+        self._apply(policy, {"items": entries}, expected)
+
+    @rule(
+        policy=st.sampled_from(list(EdgePolicy)),
+        entries=_entries(full=False),
+    )
+    def merge_batch(self, policy: EdgePolicy, entries: list[dict[str, str]]) -> None:
+        expected = expect(self.boards[policy].items, entries, True, policy)
+        self._apply(policy, {"items": entries, "merge": True}, expected)
+
+    @rule(
+        policy=st.sampled_from(list(EdgePolicy)),
+        item_id=st.sampled_from(IDS),
+        status=st.sampled_from(list(Status)),
+    )
+    def move_one(self, policy: EdgePolicy, item_id: str, status: Status) -> None:
+        entries = [{"id": item_id, "status": str(status), "text": f"Step {item_id}"}]
+        expected = expect(self.boards[policy].items, entries, True, policy)
+        self._apply(policy, {"items": entries, "merge": True}, expected)
+
+    @rule(
+        policy=st.sampled_from(list(EdgePolicy)),
+        ids=st.lists(st.sampled_from(IDS), min_size=2, max_size=3, unique=True),
+        finish_current=st.booleans(),
+    )
+    def race_to_start(self, policy: EdgePolicy, ids: list[str], finish_current: bool) -> None:
+        # Several items entering in_progress at once: the first start fires, then the guard
+        # refuses the next one, so the rollback of fired edges is exercised.
+        board = self.boards[policy]
+        entries = [{"id": item_id, "status": "in_progress", "text": "Race"} for item_id in ids]
+        current = board.in_progress
+        if finish_current and current is not None and current.id not in ids:
+            entries.insert(0, {"id": current.id, "status": "completed"})
+        expected = expect(board.items, entries, True, policy)
+        self._apply(policy, {"items": entries, "merge": True}, expected)
+
+    @rule(policy=st.sampled_from(list(EdgePolicy)), payload=st.sampled_from(MALFORMED))
+    def malformed_batch(self, policy: EdgePolicy, payload: object) -> None:
+        self._apply(policy, payload, Expected(frozenset({PlanShapeError})))
+
+    @invariant()
+    def at_most_one_item_in_progress(self) -> None:
+        for board in self.boards.values():
+            assert sum(item.status is IN_PROGRESS for item in board.items) <= 1
+
+    @invariant()
+    def render_agrees_with_items(self) -> None:
+        for board in self.boards.values():
+            assert board.render() == expected_render(board.items)
+
+    @invariant()
+    def machine_holds_exactly_the_boards_items(self) -> None:
+        on_boards = Counter(
+            (item.id, str(item.status)) for board in self.boards.values() for item in board.items
+        )
+        assert Counter((m.id, str(m.state)) for m in self.machine.models) == on_boards
+
+    @invariant()
+    def histories_use_table_edges_and_chain(self) -> None:
+        def chains() -> Iterator[tuple[list[ItemTransition], Status | None]]:
+            for policy, board in self.boards.items():
+                now = {item.id: item.status for item in board.items}
+                for item_id, history in self.live[policy].items():
+                    yield history, now[item_id]
+            for history in self.finished:
+                yield history, None
+
+        for history, status in chains():
+            previous = PENDING  # every item is born pending
+            for transition in history:
+                assert (transition.src, transition.dst) in EDGES
+                assert EDGES[(transition.src, transition.dst)] == transition.trigger
+                assert transition.src == previous
+                previous = transition.dst
+            if status is not None:
+                assert previous == status
+
+
+PlanBoardMachine.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=30, deadline=None
+)
+TestPlanBoardMachine = PlanBoardMachine.TestCase
