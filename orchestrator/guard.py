@@ -83,10 +83,9 @@ def describe_arguments(arguments: Mapping[str, Any] | Any, limit: int = 80) -> s
         for key in ("command", "path", "items"):
             if key in arguments:
                 value = arguments[key]
-                text = (
-                    f"{len(value)} items" if key == "items" and isinstance(value, list) else value
-                )
-                return _clip(str(text), limit)
+                if key == "items" and isinstance(value, list):
+                    return f"{len(value)} item" + ("" if len(value) == 1 else "s")
+                return _clip(str(value), limit)
     return _clip(json.dumps(arguments, ensure_ascii=False, default=repr), limit)
 
 

@@ -101,13 +101,15 @@ class PlanUpdated:
     items: tuple[PlanItem, ...]
     transitions: tuple[ItemTransition, ...]
     merge: bool
+    #: True for the chat's ``/reset``, which empties the board outside any ``todo`` call.
+    reset: bool = False
 
     @property
     def completed(self) -> int:
         return sum(item.status == Status.COMPLETED for item in self.items)
 
     def fields(self) -> JSONObject:
-        return {
+        fields: JSONObject = {
             "revision": self.revision,
             "merge": self.merge,
             "items": [item.as_dict() for item in self.items],
@@ -115,6 +117,9 @@ class PlanUpdated:
             "total": len(self.items),
             "transitions": len(self.transitions),
         }
+        if self.reset:
+            fields["reset"] = True
+        return fields
 
 
 @attrs.frozen
@@ -453,12 +458,15 @@ class PlanBoard:
         self._publish(update)
         return update
 
-    def reset(self) -> None:
-        """Forget every item (the chat's ``/reset``)."""
+    def reset(self) -> PlanUpdated:
+        """Forget every item (the chat's ``/reset``); observers hear a ``reset`` update."""
         for model in self._models.values():
             self._machine.remove_model(model)
         self._models = {}
         self._revision += 1
+        update = PlanUpdated(self._revision, (), (), merge=False, reset=True)
+        self._publish(update)
+        return update
 
     def _apply(self, payload: object) -> PlanUpdated:
         entries, merge = _parse_batch(payload)

@@ -315,6 +315,14 @@ class Replay:
             self.timeline[-1].completed, self.timeline[-1].total = self._board.progress
         return self._compare(line.number)
 
+    def _on_plan_updated(self, line: TraceLine) -> Divergence | None:
+        if not line.event.get("reset"):
+            return None  # compared when its todo call's tool.result arrives
+        if self._board is None:
+            return Divergence(line.number, "a plan reset before run.started")
+        self._board.reset()
+        return self._compare(line.number)
+
     def _on_reminder(self, line: TraceLine) -> Divergence | None:
         if self.timeline:
             self.timeline[-1].reminders += 1
@@ -342,6 +350,7 @@ class Replay:
         "tool.call": _on_tool_call,
         "tool.result": _on_tool_result,
         "audit.reminder": _on_reminder,
+        "plan.updated": _on_plan_updated,
         "run.finished": _on_run_finished,
     }
 
@@ -480,6 +489,8 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
                 board.apply(inputs[str(event["id"])])
         elif name == "loop.transition" and event.get("trigger") == "dispatched":
             _close_round(conversation, results)
+        elif name == "plan.updated" and event.get("reset") and board is not None:
+            board.reset()
         elif name == "audit.reminder":
             text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))
             conversation.append_text_to_last_user(text)

@@ -1112,3 +1112,17 @@ PlanBoardMachine.TestCase.settings = settings(
     max_examples=150, stateful_step_count=30, deadline=None
 )
 TestPlanBoardMachine = PlanBoardMachine.TestCase
+
+
+def test_reset_empties_the_board_and_tells_observers(rig: Rig) -> None:
+    place(rig.board, IN_PROGRESS)
+    revision = rig.board.revision
+    update = rig.board.reset()
+    assert rig.board.items == () and rig.board.render() == "No todos."
+    assert rig.board.revision == revision + 1
+    assert rig.machine.models == []
+    assert update.fields()["reset"] is True and update.fields()["items"] == []
+    assert rig.recorder.records[-1] == update
+    # A reset board accepts a fresh plan reusing the old ids.
+    rig.board.apply(rewrite(todo("1", "in_progress", "Again")))
+    assert rig.board.in_progress is not None

@@ -812,3 +812,38 @@ def test_replay_reproduces_the_plan_and_the_machine_states(
         assert recorded == live_machine.visited
         assert rebuild(parsed).board.items == board.items
         assert len(replayer.timeline) == outcome.rounds
+
+
+def test_a_chat_reset_between_runs_replays_and_rebuilds(tmp_path: Path) -> None:
+    board = PlanBoard()
+    first_item = {"id": "1", "text": "First", "status": "in_progress"}
+    second_item = {"id": "9", "text": "Second", "status": "pending"}
+    script = _script(
+        "reset",
+        [
+            {"tool_calls": [{"name": "todo", "input": {"items": [first_item]}}]},
+            {"text": "planned"},
+            {"tool_calls": [{"name": "todo", "input": {"items": [second_item]}}]},
+            {"text": "planned again"},
+        ],
+    )
+    trace_path = tmp_path / "chat.jsonl"
+    with open_trace(trace_path) as trace:
+        loop = Loop(
+            model=ScriptedModel(script),
+            tools=ToolRegistry([TodoTool(board)]),
+            plan=board,
+            log=trace.log,
+            settings=LoopSettings(model="m", system="s"),
+        )
+        assert loop.run("first").status == "done"
+        board.reset()
+        assert loop.run("second").status == "done"
+    events = _events(trace_path)
+    assert any(e["event"] == "plan.updated" and e.get("reset") for e in events)
+    parsed = read_trace(trace_path)
+    assert Replay(parsed).check() is None
+    assert [item.id for item in rebuild(parsed).board.items] == ["9"]
+    # Without the reset line, the second plan would cancel #1: replay must notice.
+    kept = [e for e in events if not e.get("reset")]
+    assert Replay(read_trace(_write(tmp_path / "edited.jsonl", kept, renumber=True))).check()
