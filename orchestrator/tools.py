@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import os
 import selectors
 import signal
@@ -410,18 +411,28 @@ class BashTool:
                 f"Error: bash: field 'timeout' must be a positive number of seconds, "
                 f"got {requested}"
             )
-        return min(float(requested), self.max_timeout)
+        # Compared before converting: an integer past float range would raise OverflowError.
+        return float(min(requested, self.max_timeout))
 
     def _execute(self, command: str, timeout: float) -> ToolResult:
-        process = subprocess.Popen(
-            ["bash", "-c", command],
-            cwd=self.workdir.root,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=scrub_environment(os.environ),
-        )
+        try:
+            process = subprocess.Popen(
+                ["bash", "-c", command],
+                cwd=self.workdir.root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=scrub_environment(os.environ),
+            )
+        except OSError as error:
+            if error.errno == errno.E2BIG:
+                raise ToolError(
+                    f"Error: bash: field 'command' is too long for one command line "
+                    f"({len(command.encode('utf-8', 'replace'))} bytes); write the script to a "
+                    "file with write_file and run it with 'bash script.sh'"
+                ) from error
+            raise ToolError(f"Error: bash: cannot start bash: {error.strerror}") from error
         assert process.stdout is not None  # guaranteed by stdout=PIPE
         pipe = process.stdout
         pipe_inode = os.fstat(pipe.fileno()).st_ino
@@ -853,6 +864,13 @@ class EditFileTool:
             raise ToolError(
                 f"Error: old_text occurs {count} times in {shown}; include more context to make "
                 "it unique, or pass replace_all=true"
+            )
+        # Checked before replacing: a short old_text and a long new_text multiply quickly.
+        size = len(text) + count * (len(new_text) - len(old_text))
+        if size > _MAX_FILE_BYTES:
+            raise ToolError(
+                f"Error: edit_file: the edit would make {shown} {size} characters long, over "
+                f"the {_MAX_FILE_BYTES // 2**20} MiB limit; replace fewer occurrences at a time"
             )
         _write_text(self.workdir, self.name, path, target, text.replace(old_text, new_text))
         return ToolResult(f"Edited {shown} ({count} replacement{'s' if count > 1 else ''})")

@@ -1,0 +1,316 @@
+"""The sandbox as a table: escape attempts through the file tools, and what bash must withstand.
+
+Paths: each attempt goes through :meth:`ToolRegistry.dispatch` exactly as the loop sends it and
+must come back as an ``Error:`` result, with a sentinel directory beside the work directory
+unchanged (same entries, same modification times) and no planted file anywhere. Processes: a
+timeout kills a grandchild that left for its own session, huge output is capped, stdin is
+closed, and ``env`` shows no secret. Then the two switches: ``--sandbox none`` lets a path
+outside through, and ``orchestrator run --deny-bash`` answers a bash call as an unknown tool.
+
+tests/test_tools.py covers each tool in detail; this file is the issue's compact table and
+borrows that file's helpers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from orchestrator.protocols import JSONObject, ToolResult
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer
+from orchestrator.tools import BashTool, ToolRegistry, Workdir
+from tests.conftest import HardeningRecorder
+from tests.test_tools import (  # the stdin and pid fixtures are used by name
+    _alive,
+    _assert_error,
+    _registry,
+    _wait_until_dead,
+    reap_pids,  # noqa: F401
+    silent_stdin,  # noqa: F401
+)
+
+PLANTED = "sandbox-planted.txt"
+SECRET_TEXT = "sentinel secret"
+
+#: Builds a call's arguments from the work directory's root (the sentinel is its sibling).
+Arguments = Callable[[Path], JSONObject]
+
+
+def _sentinel(root: Path) -> Path:
+    return root.parent / "sentinel"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    sentinel = _sentinel(work)
+    (sentinel / "sub").mkdir(parents=True)
+    (sentinel / "secret.txt").write_text(SECRET_TEXT, encoding="utf-8")
+    (sentinel / "sub" / "inner.txt").write_text("inner", encoding="utf-8")
+    return work
+
+
+@pytest.fixture
+def registry(root: Path) -> ToolRegistry:
+    return _registry(Workdir(root))
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry beside and under the sentinel, outside the work directory: mode, size, mtime."""
+    entries: dict[str, tuple[int, int, int]] = {}
+    base = root.parent
+    for directory, names, files in os.walk(base):
+        if Path(directory) == base:
+            names[:] = [name for name in names if name != root.name]
+        for name in [*names, *files]:
+            path = Path(directory) / name
+            info = path.lstat()
+            entries[str(path.relative_to(base))] = (info.st_mode, info.st_size, info.st_mtime_ns)
+    info = base.lstat()
+    entries["."] = (info.st_mode, info.st_size, info.st_mtime_ns)
+    return entries
+
+
+def _planted_anywhere(root: Path) -> list[Path]:
+    places = [root.parent, _sentinel(root), Path("/tmp"), Path.home(), Path.cwd()]
+    return [place / PLANTED for place in places if (place / PLANTED).exists()]
+
+
+def _write(path: Callable[[Path], str]) -> Arguments:
+    return lambda root: {"path": path(root), "content": "planted"}
+
+
+def _edit(path: Callable[[Path], str]) -> Arguments:
+    return lambda root: {"path": path(root), "old_text": "secret", "new_text": "changed"}
+
+
+def _read(path: Callable[[Path], str]) -> Arguments:
+    return lambda root: {"path": path(root)}
+
+
+# (setup command run through bash by the "model" first, tool, arguments)
+ESCAPES = [
+    pytest.param(None, "write_file", _write(lambda r: f"../sentinel/{PLANTED}"), id="dotdot"),
+    pytest.param(
+        None, "write_file", _write(lambda r: "../" * 30 + f"tmp/{PLANTED}"), id="dotdot-to-root"
+    ),
+    pytest.param(None, "write_file", _write(lambda r: f"./a/../../{PLANTED}"), id="dot-a-dotdot"),
+    pytest.param(None, "edit_file", _edit(lambda r: "../sentinel/secret.txt"), id="dotdot-edit"),
+    pytest.param(None, "write_file", _write(lambda r: str(_sentinel(r) / PLANTED)), id="absolute"),
+    pytest.param(None, "write_file", _write(lambda r: f"/tmp/{PLANTED}"), id="absolute-tmp"),
+    pytest.param(
+        None,
+        "write_file",
+        _write(lambda r: f"{r.resolve().parent}/sentinel/{PLANTED}"),
+        id="absolute-from-real-parent",
+    ),
+    pytest.param(
+        None,
+        "write_file",
+        _write(lambda r: f"{r}/../sentinel/{PLANTED}"),
+        id="absolute-root-dotdot",
+    ),
+    pytest.param(
+        "ln -s ../sentinel linkdir",
+        "write_file",
+        _write(lambda r: f"linkdir/{PLANTED}"),
+        id="bash-symlink-dir-then-write",
+    ),
+    pytest.param(
+        "ln -s ../sentinel/secret.txt linkfile",
+        "edit_file",
+        _edit(lambda r: "linkfile"),
+        id="bash-symlink-file-then-edit",
+    ),
+    pytest.param(
+        f"ln -s ../sentinel/{PLANTED} dangling",
+        "write_file",
+        _write(lambda r: "dangling"),
+        id="bash-dangling-symlink-then-write",
+    ),
+    pytest.param(None, "write_file", _write(lambda r: "~"), id="tilde"),
+    pytest.param(None, "write_file", _write(lambda r: f"~/{PLANTED}"), id="tilde-file"),
+    pytest.param(
+        None,
+        "write_file",
+        _write(lambda r: f"/proc/self/root{_sentinel(r)}/{PLANTED}"),
+        id="proc-self-root",
+    ),
+    pytest.param(
+        None, "write_file", _write(lambda r: f"/proc/self/cwd/{PLANTED}"), id="proc-self-cwd"
+    ),
+    pytest.param(None, "write_file", _write(lambda r: "a\x00b"), id="nul"),
+    pytest.param(
+        None,
+        "write_file",
+        _write(lambda r: f"../sentinel/{PLANTED}\x00.txt"),
+        id="nul-after-escape",
+    ),
+    pytest.param(None, "write_file", _write(lambda r: "a/" * 2500), id="long-5000"),
+    pytest.param(
+        None, "write_file", _write(lambda r: "../" * 1700 + f"tmp/{PLANTED}"), id="long-dotdots"
+    ),
+    pytest.param(None, "read_file", _read(lambda r: "/etc/passwd"), id="read-etc-passwd"),
+    pytest.param(None, "read_file", _read(lambda r: "../sentinel/secret.txt"), id="read-sentinel"),
+]
+
+
+@pytest.mark.parametrize(("setup", "tool", "arguments"), ESCAPES)
+def test_escape_attempt_is_refused_and_writes_nothing_outside(
+    registry: ToolRegistry,
+    root: Path,
+    hardening: HardeningRecorder,
+    setup: str | None,
+    tool: str,
+    arguments: Arguments,
+) -> None:
+    before = _snapshot(root)
+    if setup is not None:
+        made = registry.dispatch("bash", {"command": setup})
+        assert made == ToolResult("(no output)"), made.text
+
+    result = registry.dispatch(tool, arguments(root))
+
+    unchanged = _snapshot(root) == before and not _planted_anywhere(root)
+    blocked = result.is_error and result.text.startswith("Error:")
+    hardening.record("escape", ok=blocked and unchanged, what=f"{tool} {arguments(root)!r:.60}")
+    _assert_error(result)
+    assert SECRET_TEXT not in result.text
+    assert "root:x:0:0" not in result.text
+    assert "\x00" not in result.text
+    assert _snapshot(root) == before
+    assert _planted_anywhere(root) == []
+    assert (_sentinel(root) / "secret.txt").read_text(encoding="utf-8") == SECRET_TEXT
+
+
+def test_sandbox_none_lets_an_outside_path_through(root: Path) -> None:
+    registry = _registry(Workdir(root, confined=False))
+    outside = _sentinel(root) / "allowed.txt"
+    assert registry.dispatch("write_file", {"path": str(outside), "content": "hi"}) == ToolResult(
+        f"Wrote 2 bytes to {outside}"
+    )
+    assert outside.read_text(encoding="utf-8") == "hi"
+    read = registry.dispatch("read_file", {"path": "../sentinel/secret.txt"})
+    assert read == ToolResult(SECRET_TEXT)
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def test_timeout_kills_a_grandchild_in_its_own_session(
+    registry: ToolRegistry, root: Path, hardening: HardeningRecorder, request: pytest.FixtureRequest
+) -> None:
+    pid_file = root / "pid"
+    request.getfixturevalue("reap_pids").append(pid_file)
+    command = (
+        "setsid sleep 60 & echo $! > pid; "
+        # Field 6 of /proc/PID/stat is the session: wait until the grandchild leads its own.
+        """until [ "$(cut -d' ' -f6 /proc/$!/stat)" = "$!" ]; do sleep 0.01; done; """
+        "echo own-session; sleep 60"
+    )
+    result = registry.dispatch("bash", {"command": command, "timeout": 2})
+    pid = int(pid_file.read_text())
+    dead = _wait_until_dead(pid)
+    hardening.record("escape", ok=dead, what="setsid grandchild outliving a bash timeout")
+    _assert_error(result, "timed out after 2s", "own-session")
+    assert dead, f"process {pid} survived the timeout"
+    assert not _alive(pid)
+
+
+def test_megabytes_of_output_are_capped_with_a_note(root: Path) -> None:
+    tool = BashTool(Workdir(root))
+    result = tool.run({"command": "head -c 5000000 /dev/zero | tr '\\0' x"})
+    assert not result.is_error
+    assert len(result.text) < tool.max_output + 500
+    assert result.text.startswith("x" * tool.max_output + "\n... [output truncated: ")
+    assert f"{5_000_000 - tool.max_output} more characters not shown" in result.text
+
+
+@pytest.mark.usefixtures("silent_stdin")
+def test_a_command_reading_stdin_gets_end_of_file(registry: ToolRegistry) -> None:
+    result = registry.dispatch("bash", {"command": 'cat; read line; echo "eof:$?"', "timeout": 30})
+    assert result == ToolResult("eof:1\n")
+
+
+def test_env_shows_no_planted_secret(
+    registry: ToolRegistry, hardening: HardeningRecorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planted = {
+        "ANTHROPIC_API_KEY": "sk-ant-sandbox-planted",
+        "MY_TOKEN": "token-sandbox-planted",
+        "DB_PASSWORD": "password-sandbox-planted",
+    }
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SANDBOX_VISIBLE", "plain-value")
+    result = registry.dispatch("bash", {"command": "env"})
+    leaked = [name for name, value in planted.items() if value in result.text]
+    hardening.record("escape", ok=not leaked, what="secrets in the bash environment")
+    assert leaked == []
+    assert "SANDBOX_VISIBLE=plain-value" in result.text
+
+
+# --- --deny-bash through the real CLI ------------------------------------------------------------
+
+
+def test_deny_bash_answers_a_bash_call_as_an_unknown_tool(tmp_path: Path, root: Path) -> None:
+    script = parse_script(
+        {
+            "name": "deny-bash",
+            "turns": [
+                {"tool_calls": [{"name": "bash", "input": {"command": f"touch {PLANTED}"}}]},
+                {
+                    "text": "Done.",
+                    "expect": [{"is_error": True, "contains": "unknown tool 'bash'"}],
+                },
+            ],
+        },
+        source="deny-bash",
+    )
+    proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+    env = {name: value for name, value in os.environ.items() if name.lower() not in proxies}
+    env = {name: value for name, value in env.items() if not name.startswith("ORCHESTRATOR_")}
+    with MessagesServer(script) as server:
+        env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        completed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "run",
+                "Touch a file.",
+                "--workdir",
+                str(root),
+                "--deny-bash",
+                "--yes",
+                "--max-retries",
+                "0",
+                "--trace",
+                str(tmp_path / "trace.jsonl"),
+            ],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        requests = server.requests
+        violations = server.violations
+    assert completed.returncode == 0, completed.stderr
+    assert violations == []
+    assert "bash" not in [tool["name"] for tool in requests[0]["tools"]]
+    result = requests[1]["messages"][-1]["content"][0]
+    assert result["is_error"] is True
+    assert result["content"].startswith("Error: unknown tool 'bash'; available tools: read_file")
+    assert not (root / PLANTED).exists()
+    last = json.loads((tmp_path / "trace.jsonl").read_text(encoding="utf-8").splitlines()[-1])
+    assert (last["event"], last["status"]) == ("run.finished", "done")
