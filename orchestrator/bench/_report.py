@@ -1,0 +1,112 @@
+"""The targets from issue 8, and the two ways the figures are shown: a rich table and JSON."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from orchestrator.bench._figures import Measured
+
+
+@attrs.frozen
+class Target:
+    """A goal for one figure; ``limit_of`` computes the limit from the other figures."""
+
+    figure: str
+    goal: str
+    limit_of: Callable[[Mapping[str, float]], float]
+    compare: Callable[[float, float], bool] = operator.le
+
+    def limit(self, figures: Mapping[str, float]) -> float:
+        return self.limit_of(figures)
+
+    def met(self, figures: Mapping[str, float]) -> bool:
+        return bool(self.compare(figures[self.figure], self.limit(figures)))
+
+    def distance(self, figures: Mapping[str, float]) -> str:
+        """How far a figure is from its goal, as a factor a reader can act on."""
+        value, limit = figures[self.figure], self.limit(figures)
+        if self.met(figures):
+            return "met"
+        if self.compare is operator.le:
+            return f"missed: {value / limit:.1f}x the limit"
+        return f"missed: {value / limit:.0%} of the goal"
+
+
+TARGETS: tuple[Target, ...] = (
+    Target("overhead_ratio", "<= 3", lambda _f: 3.0),
+    Target("plan_scaling_exponent", "<= 1.2", lambda _f: 1.2),
+    Target("replay_vs_parse_ratio", "<= 10", lambda _f: 10.0),
+    Target("cached_input_share", ">= 0.9", lambda _f: 0.9, operator.ge),
+    Target("input_cost_ratio", "<= 0.25", lambda _f: 0.25),
+    Target(
+        "update_output_chars_merge",
+        "<= update_output_chars_full / 5",
+        lambda f: f["update_output_chars_full"] / 5,
+    ),
+)
+
+#: Every figure in table order, with what it means.
+FIGURES: tuple[tuple[str, str], ...] = (
+    ("overhead_ratio", "our CPU per round / the seeds' loop's, 200 rounds"),
+    ("us_per_round_ours", "our harness, microseconds per round (context)"),
+    ("us_per_round_baseline", "the seeds' loop, microseconds per round (context)"),
+    ("plan_update_us_20", "a todo update rewriting 20 items, moving one (us)"),
+    ("plan_update_us_200", "the same with 200 items (us)"),
+    ("plan_scaling_exponent", "fitted k in cost ~ n^k, n = 10..1000"),
+    ("machine_per_item_vs_shared_ratio", "a Machine per item / one ItemMachine with add_model"),
+    ("replay_events_per_s", "replay --check speed on the generated trace"),
+    ("replay_vs_parse_ratio", "replay --check time / json.loads of every line"),
+    ("peak_rss_mb_10k_rounds", "MiB peak RSS, a fresh process replaying the trace"),
+    ("cached_input_share", "input tokens a prompt cache serves, 30 rounds, ours"),
+    ("baseline_cached_input_share", "the same for the seeds (no breakpoints)"),
+    ("input_cost_ratio", "our input cost / seeds' (read 0.1x, write 1.25x)"),
+    ("update_output_chars_full", "todo input characters to move one of 10 items: full"),
+    ("update_output_chars_merge", "the same with merge: true"),
+)
+
+
+def as_json(measured: Measured) -> dict[str, Any]:
+    """The figures as one JSON object, plus ``targets``: the goal and whether it was met."""
+    figures = measured.figures
+    document: dict[str, Any] = {name: figures[name] for name, _ in FIGURES}
+    document["targets"] = {
+        target.figure: {
+            "goal": target.goal,
+            "limit": round(target.limit(figures), 4),
+            "met": target.met(figures),
+        }
+        for target in TARGETS
+    }
+    return document
+
+
+def print_table(measured: Measured, console: Console, *, quick: bool) -> None:
+    figures = measured.figures
+    targets = {target.figure: target for target in TARGETS}
+    title = "orchestrator benchmarks" + (" (--quick: shrunk sizes)" if quick else "")
+    table = Table(title=title, title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_column("goal")
+    table.add_column("status")
+    table.add_column("what it is")
+    for name, meaning in FIGURES:
+        target = targets.get(name)
+        goal = target.goal if target is not None else ""
+        status = target.distance(figures) if target is not None else ""
+        style = "" if target is None else "green" if target.met(figures) else "red"
+        table.add_row(name, f"{figures[name]:g}", goal, Text(status, style=style), meaning)
+    console.print(table)
+    for key, note in measured.context.items():
+        console.print(f"[bold]{key}[/]: {note}", highlight=False, soft_wrap=True)
+    console.print(
+        "Times are CPU seconds of this process; ratios are medians over alternating repeats.",
+        highlight=False,
+    )

@@ -1,0 +1,259 @@
+"""Tests for the benchmarks: the JSON they print, and the seeds' loop they measure us against."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.bench._workload import (
+    BENCH_TASK,
+    InstantModel,
+    NullLog,
+    RecordingModel,
+    baseline_parts,
+    our_loop,
+    session_script,
+)
+from orchestrator.bench.baseline import (
+    SEEDS_BLOCKED_OUTPUT,
+    SEEDS_REMINDER,
+    SeedsTodoManager,
+    seeds_agent_loop,
+    seeds_tool_handlers,
+)
+from orchestrator.protocols import JSONObject
+from orchestrator.script import Script, parse_script
+
+FIGURES = {
+    "overhead_ratio",
+    "us_per_round_ours",
+    "us_per_round_baseline",
+    "plan_update_us_20",
+    "plan_update_us_200",
+    "plan_scaling_exponent",
+    "machine_per_item_vs_shared_ratio",
+    "replay_events_per_s",
+    "replay_vs_parse_ratio",
+    "cached_input_share",
+    "baseline_cached_input_share",
+    "input_cost_ratio",
+    "update_output_chars_full",
+    "update_output_chars_merge",
+    "peak_rss_mb_10k_rounds",
+}
+TARGETED = {
+    "overhead_ratio",
+    "plan_scaling_exponent",
+    "replay_vs_parse_ratio",
+    "cached_input_share",
+    "input_cost_ratio",
+    "update_output_chars_merge",
+}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def test_quick_json_run_prints_one_object_with_every_figure() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator.bench", "--quick", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, done.stdout
+    document = json.loads(lines[0])
+    assert set(document) == FIGURES | {"targets"}
+    for name in FIGURES:
+        value = document[name]
+        assert isinstance(value, int | float) and not isinstance(value, bool), name
+        assert math.isfinite(value), name
+    assert document["baseline_cached_input_share"] == 0
+    assert 0 < document["cached_input_share"] <= 1
+    assert document["update_output_chars_merge"] < document["update_output_chars_full"]
+    assert set(document["targets"]) == TARGETED
+    for name, target in document["targets"].items():
+        assert isinstance(target["met"], bool), name
+        assert isinstance(target["goal"], str) and target["goal"], name
+        assert math.isfinite(target["limit"]), name
+    merge = document["targets"]["update_output_chars_merge"]
+    assert merge["limit"] == pytest.approx(document["update_output_chars_full"] / 5)
+    assert merge["met"] == (document["update_output_chars_merge"] <= merge["limit"])
+
+
+# --- the seeds' TodoManager -------------------------------------------------------------------
+
+
+def test_render_is_the_seeds_format() -> None:
+    todo = SeedsTodoManager()
+    assert todo.render() == "No todos."
+    rendered = todo.update(
+        [
+            {"id": "1", "text": "Read hello.py", "status": "completed"},
+            {"id": "2", "text": "Add type hints", "status": "in_progress"},
+            {"id": "3", "text": "Add docstrings", "status": "pending"},
+        ]
+    )
+    assert rendered == (
+        "[x] #1: Read hello.py\n[>] #2: Add type hints\n[ ] #3: Add docstrings\n\n(1/3 completed)"
+    )
+
+
+def test_update_fills_defaults_like_the_seeds() -> None:
+    todo = SeedsTodoManager()
+    todo.update([{"text": "  Read hello.py  "}, {"text": "Fix it", "status": "IN_PROGRESS"}])
+    assert todo.items == [
+        {"id": "1", "text": "Read hello.py", "status": "pending"},
+        {"id": "2", "text": "Fix it", "status": "in_progress"},
+    ]
+
+
+def test_update_allows_twenty_and_refuses_twenty_one() -> None:
+    todo = SeedsTodoManager()
+    todo.update([{"id": str(i), "text": f"step {i}"} for i in range(20)])
+    assert len(todo.items) == 20
+    with pytest.raises(ValueError, match=r"^Max 20 todos allowed$"):
+        todo.update([{"id": str(i), "text": f"step {i}"} for i in range(21)])
+    assert len(todo.items) == 20
+
+
+def test_update_allows_one_in_progress_only_and_keeps_the_old_list() -> None:
+    todo = SeedsTodoManager()
+    todo.update([{"id": "1", "text": "a", "status": "in_progress"}])
+    with pytest.raises(ValueError, match=r"^Only one task can be in_progress at a time$"):
+        todo.update(
+            [
+                {"id": "1", "text": "a", "status": "in_progress"},
+                {"id": "2", "text": "b", "status": "in_progress"},
+            ]
+        )
+    assert todo.items == [{"id": "1", "text": "a", "status": "in_progress"}]
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"id": "7", "text": "  "}, "Item 7: text required"),
+        ({"id": "7", "text": "x", "status": "cancelled"}, "Item 7: invalid status 'cancelled'"),
+    ],
+)
+def test_update_validation_messages(item: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        SeedsTodoManager().update([item])
+    assert str(raised.value) == message
+
+
+# --- the seeds' loop ---------------------------------------------------------------------------
+
+
+def _script(*turns: dict[str, Any]) -> Script:
+    return parse_script({"name": "t", "turns": list(turns)}, source="test")
+
+
+def _call(name: str, tool_input: dict[str, Any], tool_id: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "input": tool_input, "id": tool_id}]}
+
+
+def _run_seeds(script: Script) -> tuple[list[JSONObject], str, list[JSONObject]]:
+    model = RecordingModel(InstantModel(script))
+    todo = SeedsTodoManager()
+    handlers = seeds_tool_handlers(
+        todo,
+        {
+            "bash": lambda **kw: f"ran {kw['command']}",
+            "read_file": lambda **kw: f"read {kw['path']}",
+        },
+    )
+    messages: list[JSONObject] = [{"role": "user", "content": "task"}]
+    out = io.StringIO()
+    seeds_agent_loop(messages, model=model, handlers=handlers, tools=[], system="sys", out=out)
+    return messages, out.getvalue(), model.requests
+
+
+def _user_turns(messages: list[JSONObject]) -> list[list[JSONObject]]:
+    return [m["content"] for m in messages[1:] if m["role"] == "user"]
+
+
+def test_reminder_is_appended_after_three_rounds_without_a_todo_call() -> None:
+    plan = {"items": [{"id": "1", "text": "a", "status": "in_progress"}]}
+    script = _script(
+        _call("todo", plan, "t1"),
+        _call("bash", {"command": "1"}, "t2"),
+        _call("bash", {"command": "2"}, "t3"),
+        _call("bash", {"command": "3"}, "t4"),
+        _call("bash", {"command": "4"}, "t5"),
+        _call("todo", plan, "t6"),
+        {"text": "done"},
+    )
+    messages, _, _ = _run_seeds(script)
+    reminded = [
+        any(b.get("text") == SEEDS_REMINDER for b in turn) for turn in _user_turns(messages)
+    ]
+    assert reminded == [False, False, False, True, True, False]
+    fourth = _user_turns(messages)[3]
+    assert [b["type"] for b in fourth] == ["tool_result", "text"]  # after the results
+
+
+def test_loop_guard_blocks_a_repeat_except_todo_and_read_file() -> None:
+    plan = {"items": [{"id": "1", "text": "a"}]}
+    script = _script(
+        _call("bash", {"command": "ls"}, "t1"),
+        _call("bash", {"command": "ls"}, "t2"),
+        _call("read_file", {"path": "a.py"}, "t3"),
+        _call("read_file", {"path": "a.py"}, "t4"),
+        _call("todo", plan, "t5"),
+        _call("todo", plan, "t6"),
+        {"text": "done"},
+    )
+    messages, printed, _ = _run_seeds(script)
+    outputs = [turn[0]["content"] for turn in _user_turns(messages)]
+    assert outputs[:4] == ["ran ls", SEEDS_BLOCKED_OUTPUT, "read a.py", "read a.py"]
+    assert outputs[4] == outputs[5] == "[ ] #1: a\n\n(0/1 completed)"
+    assert printed.startswith("> bash:\nran ls\n> bash:\n")
+
+
+def test_errors_become_results_and_no_request_has_cache_control() -> None:
+    bad = {"items": [{"id": "1", "text": ""}]}
+    script = _script(_call("todo", bad, "t1"), _call("nope", {}, "t2"), {"text": "done"})
+    messages, printed, requests = _run_seeds(script)
+    outputs = [turn[0]["content"] for turn in _user_turns(messages)]
+    assert outputs == ["Error: Item 1: text required", "Unknown tool: nope"]
+    assert "> todo:\nError: Item 1: text required\n" in printed
+    assert len(requests) == 3
+    assert all("cache_control" not in json.dumps(r) for r in requests)
+    assert isinstance(requests[0]["system"], str)
+
+
+def test_benchmark_session_plays_the_same_on_both_loops() -> None:
+    """Same script: the todo results match byte for byte and reminders fall in the same rounds."""
+    script = session_script(23)
+    ours = RecordingModel(InstantModel(script))
+    outcome = our_loop(ours, NullLog(), max_rounds=30).run(BENCH_TASK)
+    assert (outcome.status, outcome.rounds) == ("done", 23)
+    seeds = RecordingModel(InstantModel(script))
+    go, left = baseline_parts(seeds)
+    go()
+    assert "> todo:\n[>] #1.1:" in left.printed
+
+    def rounds(requests: list[JSONObject]) -> list[tuple[str, bool]]:
+        """Each round's tool result text and whether a reminder came with it."""
+        last_users = [r["messages"][-1]["content"] for r in requests[1:]]
+        return [
+            (content[0]["content"], any(SEEDS_REMINDER in b.get("text", "") for b in content))
+            for content in last_users
+        ]
+
+    assert rounds(ours.requests) == rounds(seeds.requests)
+    assert sum(reminder for _, reminder in rounds(seeds.requests)) == 8
