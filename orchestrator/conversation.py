@@ -29,6 +29,11 @@ class Conversation:
     """The message list of one session; mutation is the point, so it is not frozen."""
 
     messages: list[JSONObject] = attrs.field(factory=list)
+    # position -> (the message object, its block count, its encoded size): the history does not
+    # change once sent, so a round re-encodes only what is new or marked.
+    _sizes: dict[int, tuple[JSONObject, int, int]] = attrs.field(
+        factory=dict, init=False, repr=False, eq=False
+    )
 
     def add_user_text(self, text: str) -> None:
         self.close_dangling_tool_uses()
@@ -97,10 +102,10 @@ class Conversation:
         The breakpoint on the user message before the newest one is the one the previous
         request put on its newest message, so each round reads that whole prefix from cache.
         """
-        tool_defs = [dict(t) for t in tools]
+        tool_defs = list(tools)
         if tool_defs:
-            tool_defs[-1]["cache_control"] = _EPHEMERAL
-        messages = [dict(m) for m in self.messages]
+            tool_defs[-1] = {**tool_defs[-1], "cache_control": _EPHEMERAL}
+        messages = list(self.messages)
         user_indexes = [i for i, m in enumerate(messages) if m["role"] == "user"]
         marks = MAX_CACHE_BREAKPOINTS - (2 if tool_defs else 1)
         for index in user_indexes[-marks:]:
@@ -112,6 +117,25 @@ class Conversation:
             "tools": tool_defs,
             "messages": messages,
         }
+
+    def encoded_size(self, body: Mapping[str, Any]) -> int:
+        """``len(json.dumps(body, ensure_ascii=False))`` without re-encoding old messages."""
+        messages = body["messages"]
+        head = _dumps({**body, "messages": []})
+        total = len(head) + 2 * max(0, len(messages) - 1)  # the ", " between messages
+        for index, message in enumerate(messages):
+            cached = self._sizes.get(index)
+            if cached is not None and cached[0] is message and cached[1] == len(message["content"]):
+                total += cached[2]
+                continue
+            size = len(_dumps(message))
+            self._sizes[index] = (message, len(message["content"]), size)
+            total += size
+        return total
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _with_breakpoint(message: JSONObject) -> JSONObject:
@@ -143,13 +167,25 @@ def _without_repeated_ids(blocks: list[JSONObject]) -> list[JSONObject]:
     return kept
 
 
-def count_breakpoints(body: Any) -> int:
-    """Count ``cache_control`` keys anywhere in a request body."""
-    if isinstance(body, dict):
-        return int("cache_control" in body) + sum(count_breakpoints(v) for v in body.values())
-    if isinstance(body, list):
-        return sum(count_breakpoints(v) for v in body)
-    return 0
+def count_breakpoints(body: Mapping[str, Any] | Sequence[JSONObject]) -> int:
+    """Count ``cache_control`` markers in a request body or a list of messages.
+
+    Only where requests carry them: tool definitions, system blocks, message content blocks.
+    """
+    if isinstance(body, Mapping):
+        system = body.get("system")
+        parts: list[Any] = [body.get("tools"), system if isinstance(system, list) else None]
+        messages: Sequence[Any] = body.get("messages") or ()
+    else:
+        parts, messages = [], body
+    parts.extend(message.get("content") for message in messages)
+    # Concrete type checks: this runs every round over the whole history.
+    return sum(
+        type(block) is dict and "cache_control" in block
+        for part in parts
+        if type(part) is list
+        for block in part
+    )
 
 
 @attrs.frozen

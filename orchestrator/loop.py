@@ -7,7 +7,6 @@ The loop depends only on :mod:`orchestrator.protocols`; the CLI wires concrete p
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -286,7 +285,7 @@ class Loop:
             "round": run.round,
             "messages": len(request["messages"]),
             "cache_breakpoints": count_breakpoints(request),
-            "bytes": len(json.dumps(request, ensure_ascii=False)),
+            "bytes": self.conversation.encoded_size(request),
         }
         if self.settings.trace_requests:
             summary["body"] = request

@@ -48,6 +48,7 @@ ITEM_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
     {"trigger": "cancel", "source": ["pending", "in_progress"], "dest": "cancelled"},
 )
 
+_STATUS_OF = {str(status): status for status in Status}
 FINAL_STATUSES = frozenset({Status.COMPLETED, Status.CANCELLED})
 DEFAULT_ITEM_LIMIT = 20
 
@@ -282,7 +283,7 @@ class _ItemModel:
         )
 
     def view(self) -> PlanItem:
-        return PlanItem(self.id, self.text, Status(self.state), self.active_form)
+        return PlanItem(self.id, self.text, _STATUS_OF[self.state], self.active_form)
 
 
 def _shown(value: str, limit: int = 60) -> str:

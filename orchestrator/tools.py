@@ -234,10 +234,16 @@ class ToolRegistry:
     _tools: Mapping[str, Tool] = attrs.field(converter=_index_tools)
     approver: Approver | None = attrs.field(default=None, kw_only=True)
     needs_approval: frozenset[str] = attrs.field(default=SIDE_EFFECT_TOOLS, kw_only=True)
+    # A tool's schema is fixed once it exists; built once here, not on every round.
+    _schemas: Mapping[str, JSONObject] = attrs.field(init=False)
+
+    @_schemas.default
+    def _build_schemas(self) -> Mapping[str, JSONObject]:
+        return MappingProxyType({name: tool.schema for name, tool in self._tools.items()})
 
     @property
     def schemas(self) -> list[JSONObject]:
-        return [tool.schema for tool in self._tools.values()]
+        return list(self._schemas.values())
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -263,7 +269,7 @@ class ToolRegistry:
                 f"Error: unknown tool {_quoted(str(name))}; "
                 f"available tools: {', '.join(self._tools)}"
             )
-        schema: Mapping[str, Any] = tool.schema.get("input_schema", {})
+        schema: Mapping[str, Any] = self._schemas[name].get("input_schema", {})
         if not isinstance(arguments, dict):
             fields = ", ".join(schema.get("properties", {}))
             return _error(

@@ -9,6 +9,7 @@ killed run leaves a file whose every complete line parses.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -56,6 +57,11 @@ class TraceFormatStamp:
         return event
 
 
+@functools.lru_cache(maxsize=1024)
+def _secret_key(name: str) -> bool:
+    return _SECRET_KEYS.match(name) is not None
+
+
 class RedactSecrets:
     """Replaces secrets anywhere in an event: by key name, by known value, by key shape."""
 
@@ -66,14 +72,20 @@ class RedactSecrets:
         return {key: self._clean(key, value) for key, value in event.items()}
 
     def _clean(self, key: str, value: Any) -> Any:
-        if isinstance(value, str | bytes) and _SECRET_KEYS.match(key) and value:
-            return REDACTED
-        if isinstance(value, str):
-            return self._scrub(value)
+        # Exact type checks first: every event passes through here, most values are plain.
+        kind = type(value)
+        if kind is str:
+            return REDACTED if value and _secret_key(key) else self._scrub(value)
+        if kind is int or kind is bool or kind is float or value is None:
+            return value
+        if isinstance(value, bytes):
+            return REDACTED if value and _secret_key(key) else value
         if isinstance(value, Mapping):
             return {k: self._clean(str(k), v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self._clean(key, v) for v in value]
+        if isinstance(value, str):
+            return REDACTED if value and _secret_key(key) else self._scrub(value)
         return value
 
     def _scrub(self, text: str) -> str:
