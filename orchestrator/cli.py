@@ -24,7 +24,7 @@ from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.conversation import Conversation
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
-from orchestrator.protocols import Approver, Model, Tool
+from orchestrator.protocols import Approver, Model
 from orchestrator.replay import (
     RebuiltRun,
     Replay,
@@ -36,14 +36,7 @@ from orchestrator.replay import (
     rebuild,
 )
 from orchestrator.script import ScriptedModel, ScriptError, parse_script
-from orchestrator.tools import (
-    BashTool,
-    EditFileTool,
-    ReadFileTool,
-    ToolRegistry,
-    Workdir,
-    WriteFileTool,
-)
+from orchestrator.tools import ToolRegistry, Workdir, standard_tools
 from orchestrator.trace import (
     EventSink,
     Trace,
@@ -410,10 +403,7 @@ class _Session:
     def _registry(self) -> ToolRegistry:
         config = self.options.config
         workdir = Workdir(self.options.workdir, confined=config.sandbox == "workdir")
-        tools: list[Tool] = [ReadFileTool(workdir), WriteFileTool(workdir), EditFileTool(workdir)]
-        if not config.deny_bash:
-            tools.insert(0, BashTool(workdir))
-        tools.append(TodoTool(self.board))
+        tools = [*standard_tools(workdir, bash=not config.deny_bash), TodoTool(self.board)]
         return ToolRegistry(tools, approver=_approver(self.options.yes))
 
 

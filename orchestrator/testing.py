@@ -18,10 +18,13 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Final, Self, cast
+
+import structlog
+from structlog.testing import LogCapture
 
 from orchestrator.protocols import JSONObject
 from orchestrator.script import (
@@ -704,3 +707,23 @@ def _has_text(block: Mapping[str, Any]) -> bool:
 
 def _is_positive_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+class EventCapture:
+    """An event log for tests: keeps every event the loop emits, as dicts.
+
+    structlog's ``capture_logs`` captures through the global configuration, which this package
+    never touches; this wraps a :class:`structlog.testing.LogCapture` in a logger of its own.
+    """
+
+    def __init__(self) -> None:
+        self._capture = LogCapture()
+        self.log: Any = structlog.wrap_logger(None, processors=[self._capture])
+
+    @property
+    def events(self) -> list[MutableMapping[str, Any]]:
+        return self._capture.entries
+
+    def named(self, event: str) -> list[MutableMapping[str, Any]]:
+        """The captured events called ``event``, in order."""
+        return [entry for entry in self._capture.entries if entry.get("event") == event]

@@ -880,3 +880,9 @@ class EditFileTool:
             )
         _write_text(self.workdir, self.name, path, target, text.replace(old_text, new_text))
         return ToolResult(f"Edited {shown} ({count} replacement{'s' if count > 1 else ''})")
+
+
+def standard_tools(workdir: Workdir, *, bash: bool = True) -> list[Tool]:
+    """The model's file and shell tools over ``workdir`` (``bash=False`` for ``--deny-bash``)."""
+    tools: list[Tool] = [ReadFileTool(workdir), WriteFileTool(workdir), EditFileTool(workdir)]
+    return [BashTool(workdir), *tools] if bash else tools

@@ -1,0 +1,1 @@
+"""The test suite; files mirror the modules of the package."""

@@ -23,15 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from structlog.testing import LogCapture
 
 from orchestrator.loop import Loop, LoopSettings
 from orchestrator.plan import EdgePolicy, PlanBoard, Status, TodoTool
 from orchestrator.protocols import JSONObject, ModelTurn
-from orchestrator.testing import check_request
+from orchestrator.testing import EventCapture, check_request
 from orchestrator.tools import (
     BashTool,
     EditFileTool,
@@ -346,12 +344,12 @@ def _play(
         ]
     )
     model = HostileModel(turns)
-    capture = LogCapture()
+    capture = EventCapture()
     loop = Loop(
         model=model,
         tools=registry,
         plan=board,
-        log=structlog.wrap_logger(None, processors=[capture]),
+        log=capture.log,
         settings=LoopSettings(
             model="claude-test", system="You are a test agent.", workdir=str(work)
         ),
@@ -383,7 +381,7 @@ def _play(
             if result["is_error"]:
                 assert result["content"].startswith("Error:"), result["content"][:200]
 
-    events = capture.entries
+    events = capture.events
     for event in events:
         if event["event"] == "tool.result" and event["is_error"]:
             assert event["output"].startswith("Error:"), event["output"][:200]

@@ -13,8 +13,6 @@ from typing import Any
 
 import attrs
 import pytest
-import structlog
-from structlog.testing import LogCapture
 
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
@@ -32,15 +30,8 @@ from orchestrator.loop import (
 from orchestrator.plan import PlanBoard, TodoTool
 from orchestrator.protocols import Approver, JSONObject, Model, ModelError, ModelTurn
 from orchestrator.script import ScriptedModel, parse_script
-from orchestrator.testing import check_request
-from orchestrator.tools import (
-    BashTool,
-    EditFileTool,
-    ReadFileTool,
-    ToolRegistry,
-    Workdir,
-    WriteFileTool,
-)
+from orchestrator.testing import EventCapture, check_request
+from orchestrator.tools import ToolRegistry, Workdir, standard_tools
 
 PLAN_ONE: JSONObject = {
     "items": [
@@ -122,31 +113,21 @@ def _loop(
     workdir: Path,
     model: Model,
     *,
-    capture: LogCapture,
+    capture: EventCapture,
     approver: Approver | None = None,
     guard: RepeatGuard | None = None,
     texts: list[str] | None = None,
     **settings: Any,
 ) -> tuple[Loop, Recorder]:
     board = PlanBoard()
-    confined = Workdir(workdir)
-    registry = ToolRegistry(
-        [
-            BashTool(confined),
-            ReadFileTool(confined),
-            WriteFileTool(confined),
-            EditFileTool(confined),
-            TodoTool(board),
-        ],
-        approver=approver,
-    )
+    registry = ToolRegistry([*standard_tools(Workdir(workdir)), TodoTool(board)], approver=approver)
     recorder = Recorder(model)
     sink = texts if texts is not None else []
     loop = Loop(
         model=recorder,
         tools=registry,
         plan=board,
-        log=structlog.wrap_logger(None, processors=[capture]),
+        log=capture.log,
         settings=LoopSettings(model="claude-test", system="You are a test agent.", **settings),
         guard=guard,
         on_text=sink.append,
@@ -160,14 +141,14 @@ def _run(
     task: str = "Write notes.txt",
     **options: Any,
 ) -> Run:
-    capture = LogCapture()
+    capture = EventCapture()
     texts: list[str] = []
     loop, recorder = _loop(workdir, model, capture=capture, texts=texts, **options)
     outcome = loop.run(task)
     for number, request in enumerate(recorder.requests, start=1):
         assert check_request(request) == [], f"request {number} breaks the API's rules"
     assert isinstance(loop.plan, PlanBoard)
-    return Run(outcome, recorder.requests, capture.entries, loop.plan, loop, texts)
+    return Run(outcome, recorder.requests, capture.events, loop.plan, loop, texts)
 
 
 def _call(name: str, arguments: Mapping[str, Any], **extra: Any) -> JSONObject:
@@ -260,15 +241,15 @@ class _FakePlan:
         """Nothing to report."""
 
 
-def _run_state(max_rounds: int = 50, threshold: int = 3) -> tuple[RunState, list[str], LogCapture]:
-    capture = LogCapture()
+def _run_state(
+    max_rounds: int = 50, threshold: int = 3
+) -> tuple[RunState, list[str], EventCapture]:
+    capture = EventCapture()
     reminders: list[str] = []
     settings = LoopSettings(
         model="m", system="s", max_rounds=max_rounds, reminder_threshold=threshold
     )
-    state = RunState(
-        settings, _FakePlan(), structlog.wrap_logger(None, processors=[capture]), reminders.append
-    )
+    state = RunState(settings, _FakePlan(), capture.log, reminders.append)
     return state, reminders, capture
 
 
@@ -289,7 +270,7 @@ def test_machine_drives_a_bare_run_state_through_rounds() -> None:
     # Stale after two rounds: reminded after rounds 2 and 3, with the rendered plan.
     assert len(reminders) == 2
     assert all("[>] #1: step" in text for text in reminders)
-    assert [e["round"] for e in capture.entries if e["event"] == "audit.reminder"] == [2, 3]
+    assert [e["round"] for e in capture.named("audit.reminder")] == [2, 3]
     machine.fire(run, "resend")
     assert run.round == 4
     machine.fire(run, "finish")
@@ -725,7 +706,7 @@ def test_a_tool_that_blows_up_becomes_an_error_result(tmp_path: Path) -> None:
 
 
 def test_a_second_task_continues_the_same_conversation(tmp_path: Path) -> None:
-    capture = LogCapture()
+    capture = EventCapture()
     model = _script(
         _call("todo", PLAN_ONE),
         {"text": "first done"},
@@ -738,7 +719,7 @@ def test_a_second_task_continues_the_same_conversation(tmp_path: Path) -> None:
     assert check_request(last) == []
     texts = [b.get("text") for m in last["messages"] for b in m["content"]]
     assert "first task" in texts and "second task" in texts
-    assert [e["round"] for e in capture.entries if e["event"] == "model.request"] == [1, 2, 3]
+    assert [e["round"] for e in capture.named("model.request")] == [1, 2, 3]
 
 
 def test_resuming_an_interrupted_round_answers_its_calls_and_counts_on(tmp_path: Path) -> None:
@@ -747,7 +728,7 @@ def test_resuming_an_interrupted_round_answers_its_calls_and_counts_on(tmp_path:
     conversation.add_assistant(
         [{"type": "tool_use", "id": "old", "name": "bash", "input": {"command": "sleep 100"}}]
     )
-    capture = LogCapture()
+    capture = EventCapture()
     loop, recorder = _loop(tmp_path, _script({"text": "resumed"}), capture=capture)
     loop.conversation = conversation
     outcome = loop.run(None, first_round=7)
