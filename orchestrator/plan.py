@@ -201,20 +201,24 @@ class IllegalEdgeError(PlanError):
 # --- the machine ----------------------------------------------------------------------------
 
 
+def item_machine_options() -> dict[str, Any]:
+    """The item machine's definition as ``Machine`` keyword arguments, for every way to build it."""
+    return {
+        # Plain strings, not the enum: transitions names enum states by member name.
+        "states": [str(s) for s in Status],
+        "transitions": [dict(t) for t in ITEM_TRANSITIONS],
+        "initial": str(Status.PENDING),
+        "auto_transitions": False,
+        "send_event": True,
+        "after_state_change": "record_transition",
+    }
+
+
 class ItemMachine(Machine):
     """The one machine every item of every board is a model of (``add_model``)."""
 
     def __init__(self) -> None:
-        super().__init__(
-            model=None,
-            # Plain strings, not the enum: transitions names enum states by member name.
-            states=[str(s) for s in Status],
-            transitions=[dict(t) for t in ITEM_TRANSITIONS],
-            initial=str(Status.PENDING),
-            auto_transitions=False,
-            send_event=True,
-            after_state_change="record_transition",
-        )
+        super().__init__(model=None, **item_machine_options())
         self._paths = _shortest_paths(ITEM_TRANSITIONS)
 
     def path(self, src: Status, dst: Status) -> tuple[str, ...] | None:

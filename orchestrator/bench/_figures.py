@@ -36,7 +36,7 @@ from orchestrator.bench._workload import (
     write_trace_of_runs,
 )
 from orchestrator.conversation import CacheUsage, cache_usage
-from orchestrator.plan import ITEM_TRANSITIONS, ItemMachine, PlanBoard, Status, TodoTool
+from orchestrator.plan import ItemMachine, PlanBoard, TodoTool, item_machine_options
 from orchestrator.protocols import JSONObject
 from orchestrator.replay import Replay, read_trace
 from orchestrator.tools import ToolRegistry
@@ -243,15 +243,7 @@ class _MachinePerItem(ItemMachine):
         self._own: dict[int, Any] = {}
 
     def add_model(self, model: Any, initial: Any = None) -> None:
-        self._own[id(model)] = Machine(
-            model=model,
-            states=[str(s) for s in Status],
-            transitions=[dict(t) for t in ITEM_TRANSITIONS],
-            initial=str(Status.PENDING),
-            auto_transitions=False,
-            send_event=True,
-            after_state_change="record_transition",
-        )
+        self._own[id(model)] = Machine(model=model, **item_machine_options())
 
     def remove_model(self, model: Any) -> None:
         self._own.pop(id(model)).remove_model(model)
