@@ -220,7 +220,15 @@ def _chat_command(line: str, session: _Session) -> None:
 @click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--quiet", is_flag=True, help="Show only the final answer and plan.")
 @click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout.")
-def demo(workdir: Path | None, trace: Path | None, quiet: bool, as_json: bool) -> int:
+@click.option(
+    "--pace",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds between scripted turns [0.4 on a terminal, else 0].",
+)
+def demo(
+    workdir: Path | None, trace: Path | None, quiet: bool, as_json: bool, pace: float | None
+) -> int:
     """Run the bundled SCRIPTED scenario offline: real tools in a fresh work directory."""
     scenario = resources.files("orchestrator.scenarios")
     script = parse_script(
@@ -241,7 +249,9 @@ def demo(workdir: Path | None, trace: Path | None, quiet: bool, as_json: bool) -
     options = RunOptions(
         root.resolve(), config, trace=trace, yes=True, quiet=quiet, as_json=as_json
     )
-    session = _Session(options, ScriptedModel(script))
+    if pace is None:
+        pace = 0.4 if sys.stdout.isatty() and not (quiet or as_json) else 0.0
+    session = _Session(options, ScriptedModel(script, pace=pace))
     code = _run_once(session, DEMO_TASK)
     shown = shlex.quote(str(session.trace_path))
     say(f"\n[SCRIPTED scenario finished]\nwork directory: {root}\ntrace: {session.trace_path}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, TypeGuard, cast
@@ -276,9 +277,11 @@ class ScriptedModel:
     the mismatches are collected in :attr:`mismatches` and the turn is played anyway.
     """
 
-    def __init__(self, script: Script, *, strict: bool = True) -> None:
+    def __init__(self, script: Script, *, strict: bool = True, pace: float = 0.0) -> None:
         self._script = script
         self._strict = strict
+        # Seconds to wait before each turn, so a person can watch a scripted demo unfold.
+        self._pace = pace
         self._position = 0
         self._mismatches: list[str] = []
         self._previous: Mapping[str, Any] | None = None
@@ -315,6 +318,8 @@ class ScriptedModel:
                 raise ModelError(f"{prefix}scripted fault: {entry.describe()}")
             mismatches = check_expectations(entry, request)
             previous, self._previous = self._previous, request
+            if self._pace > 0:
+                time.sleep(self._pace)
             if mismatches and self._strict:
                 raise ModelError(prefix + "; ".join(mismatches))
             self._mismatches.extend(prefix + mismatch for mismatch in mismatches)
