@@ -11,6 +11,7 @@ It ships inside the package so users can test their own harness changes the same
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import select
@@ -18,7 +19,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Final, Self, cast
@@ -26,7 +27,7 @@ from typing import Any, Final, Self, cast
 import structlog
 from structlog.testing import LogCapture
 
-from orchestrator.protocols import JSONObject
+from orchestrator.protocols import JSONObject, Model, ModelTurn
 from orchestrator.script import (
     Fault,
     Script,
@@ -727,3 +728,19 @@ class EventCapture:
     def named(self, event: str) -> list[MutableMapping[str, Any]]:
         """The captured events called ``event``, in order."""
         return [entry for entry in self._capture.entries if entry.get("event") == event]
+
+
+class RecordingModel:
+    """Wraps a model and keeps a deep copy of every request it answers, to assert on later."""
+
+    def __init__(self, inner: Model) -> None:
+        self.inner = inner
+        self.requests: list[JSONObject] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
+        self.requests.append(copy.deepcopy(dict(request)))
+        return self.inner.respond(request, on_text)

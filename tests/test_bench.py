@@ -16,7 +16,6 @@ from orchestrator.bench._workload import (
     BENCH_TASK,
     InstantModel,
     NullLog,
-    RecordingModel,
     baseline_parts,
     our_loop,
     session_script,
@@ -30,6 +29,7 @@ from orchestrator.bench.baseline import (
 )
 from orchestrator.protocols import JSONObject
 from orchestrator.script import Script, parse_script
+from orchestrator.testing import RecordingModel
 
 FIGURES = {
     "overhead_ratio",

@@ -6,7 +6,6 @@ structlog event dicts, and every request it sends is checked against the API's r
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from orchestrator.loop import (
 from orchestrator.plan import PlanBoard, TodoTool
 from orchestrator.protocols import Approver, JSONObject, Model, ModelError, ModelTurn
 from orchestrator.script import ScriptedModel, parse_script
-from orchestrator.testing import EventCapture, check_request
+from orchestrator.testing import EventCapture, RecordingModel, check_request
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
 
 PLAN_ONE: JSONObject = {
@@ -51,22 +50,6 @@ TWO_IN_PROGRESS: JSONObject = {
         {"id": "2", "text": "Check the notes", "status": "in_progress"},
     ]
 }
-
-
-class Recorder:
-    """A model that keeps a deep copy of every request before passing it on."""
-
-    def __init__(self, inner: Model) -> None:
-        self.inner = inner
-        self.requests: list[JSONObject] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
-        self.requests.append(copy.deepcopy(dict(request)))
-        return self.inner.respond(request, on_text)
 
 
 class Playlist:
@@ -118,10 +101,10 @@ def _loop(
     guard: RepeatGuard | None = None,
     texts: list[str] | None = None,
     **settings: Any,
-) -> tuple[Loop, Recorder]:
+) -> tuple[Loop, RecordingModel]:
     board = PlanBoard()
     registry = ToolRegistry([*standard_tools(Workdir(workdir)), TodoTool(board)], approver=approver)
-    recorder = Recorder(model)
+    recorder = RecordingModel(model)
     sink = texts if texts is not None else []
     loop = Loop(
         model=recorder,

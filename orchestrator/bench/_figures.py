@@ -25,7 +25,6 @@ from orchestrator.bench._workload import (
     BENCH_TASK,
     InstantModel,
     NullLog,
-    RecordingModel,
     baseline_parts,
     clock,
     our_loop,
@@ -39,6 +38,7 @@ from orchestrator.conversation import CacheUsage, cache_usage
 from orchestrator.plan import ItemMachine, PlanBoard, TodoTool, item_machine_options
 from orchestrator.protocols import JSONObject
 from orchestrator.replay import Replay, read_trace
+from orchestrator.testing import RecordingModel
 from orchestrator.tools import ToolRegistry
 
 #: Estimated input prices relative to an uncached input token.

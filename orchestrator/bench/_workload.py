@@ -10,7 +10,6 @@ on both sides, and the plan moves one item on every update.
 from __future__ import annotations
 
 import io
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -28,7 +27,7 @@ from orchestrator.bench.baseline import (
 from orchestrator.conversation import Conversation
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import PlanBoard, TodoTool
-from orchestrator.protocols import JSONObject, ModelError, ModelTurn, Tool, ToolResult
+from orchestrator.protocols import JSONObject, Model, ModelError, ModelTurn, Tool, ToolResult
 from orchestrator.script import Script, ScriptedTurn, parse_script
 from orchestrator.tools import (
     BashTool,
@@ -101,22 +100,6 @@ class InstantModel:
         if turn is None:
             raise ModelError(f"{self._name} has no more turns")
         return ModelTurn(turn.content, turn.stop_reason, model=self._name)
-
-
-class RecordingModel:
-    """Wraps a model and keeps a deep copy of every request it answers."""
-
-    def __init__(self, inner: InstantModel) -> None:
-        self.inner = inner
-        self.requests: list[JSONObject] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
-        self.requests.append(json.loads(json.dumps(request)))
-        return self.inner.respond(request, on_text)
 
 
 # --- the tools ----------------------------------------------------------------------------------
@@ -271,7 +254,7 @@ def our_settings(max_rounds: int) -> LoopSettings:
     )
 
 
-def our_loop(model: InstantModel | RecordingModel, log: Any, *, max_rounds: int) -> Loop:
+def our_loop(model: Model, log: Any, *, max_rounds: int) -> Loop:
     """Our loop as the CLI wires it, with the stubs in place of the real tools."""
     board = PlanBoard()
     tools = ToolRegistry([*stub_tools(), TodoTool(board)])
@@ -304,7 +287,7 @@ class BaselineRun:
 
 
 def baseline_parts(
-    model: InstantModel | RecordingModel,
+    model: Model,
 ) -> tuple[Callable[[], None], BaselineRun]:
     """The seeds' loop ready to go (as a closure) and the state it will leave behind."""
     todo = SeedsTodoManager()
