@@ -414,7 +414,7 @@ class _Session:
         config = self.options.config
         workdir = Workdir(self.options.workdir, confined=config.sandbox == "workdir")
         tools = [*standard_tools(workdir, bash=not config.deny_bash), TodoTool(self.board)]
-        return ToolRegistry(tools, approver=_approver(self.options.yes))
+        return ToolRegistry(tools, approver=_approver(self.options.yes, self.view))
 
 
 def _new_board(config: Config) -> PlanBoard:
@@ -464,18 +464,25 @@ def _anthropic_model(options: RunOptions) -> Model:
     )
 
 
-def _approver(yes: bool) -> Approver | None:
+def _approver(yes: bool, view: View) -> Approver | None:
     if yes:
         return None
     if sys.stdin.isatty():
-        return _ask_in_terminal
+        return _TerminalApprover(view)
     return _refuse_without_terminal
 
 
-def _ask_in_terminal(tool: str, arguments: Mapping[str, Any]) -> bool:
-    from orchestrator.guard import describe_arguments
+@attrs.frozen
+class _TerminalApprover:
+    """Asks at the terminal before a side-effecting call, with the live view paused."""
 
-    return click.confirm(f"run {tool} {describe_arguments(arguments)}?", default=False)
+    view: View
+
+    def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        from orchestrator.guard import describe_arguments
+
+        with self.view.paused():
+            return click.confirm(f"run {tool} {describe_arguments(arguments)}?", default=False)
 
 
 def _refuse_without_terminal(tool: str, arguments: Mapping[str, Any]) -> bool:

@@ -11,7 +11,8 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from rich import box
@@ -40,6 +41,10 @@ class View(Protocol):
     def __enter__(self) -> View: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+    def paused(self) -> AbstractContextManager[None]:
+        """Hand the terminal to someone else for a while (an approval prompt)."""
+        ...
 
 
 def choose_view(*, quiet: bool, as_json: bool, stream: TextIO | None = None) -> View:
@@ -124,6 +129,12 @@ class PlainView:
         if self._midline:
             self._write("\n")
 
+    def paused(self) -> AbstractContextManager[None]:
+        if self._midline:
+            self._write("\n")
+            self._midline = False
+        return nullcontext()
+
     def on_text(self, text: str) -> None:
         if not self._quiet and text:
             self._write(text)
@@ -171,6 +182,9 @@ class JsonView:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+    def paused(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def on_text(self, text: str) -> None:
         return None  # the text arrives whole in model.response
@@ -223,6 +237,19 @@ class LiveView:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        # The live region would redraw over a prompt: take it down, then put it back.
+        self._flush_partial()
+        live, self._live = self._live, None
+        if live is not None:
+            live.stop()
+        try:
+            yield
+        finally:
+            if live is not None:
+                self.__enter__()
 
     def on_text(self, text: str) -> None:
         *complete, self._partial = (self._partial + text).split("\n")
