@@ -423,14 +423,26 @@ def _new_board(config: Config) -> PlanBoard:
 
 def _run_once(session: _Session, task: str | None) -> int:
     with session.open() as loop:
-        first_round = session.resume_from.last_round if session.resume_from is not None else 0
-        outcome = _run_turn(session, loop, task, first_round=first_round)
+        resumed = session.resume_from
+        outcome = _run_turn(
+            session,
+            loop,
+            task,
+            first_round=resumed.last_round if resumed is not None else 0,
+            rounds_since_update=resumed.rounds_since_update if resumed is not None else 0,
+        )
     return EXIT_CODES[outcome.status]
 
 
-def _run_turn(session: _Session, loop: Loop, task: str | None, first_round: int = 0) -> RunOutcome:
+def _run_turn(
+    session: _Session,
+    loop: Loop,
+    task: str | None,
+    first_round: int = 0,
+    rounds_since_update: int = 0,
+) -> RunOutcome:
     with session.view:
-        outcome = loop.run(task, first_round=first_round)
+        outcome = loop.run(task, first_round=first_round, rounds_since_update=rounds_since_update)
     say = _stderr_if(session.options.as_json)
     if session.options.quiet and outcome.text:
         say(outcome.text)

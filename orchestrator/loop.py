@@ -225,11 +225,13 @@ class Loop:
         self._machine = LoopMachine()
         plan.subscribe(self._log_plan_record)
 
-    def run(self, task: str | None, *, first_round: int = 0) -> RunOutcome:
+    def run(
+        self, task: str | None, *, first_round: int = 0, rounds_since_update: int = 0
+    ) -> RunOutcome:
         """Run one task to ``done``, ``failed`` or ``interrupted``.
 
         With ``task`` None the run resumes the conversation as it stands, numbering rounds on
-        from ``first_round``.
+        from ``first_round`` and counting the plan stale from ``rounds_since_update``.
         """
         run = RunState(
             self.settings,
@@ -237,6 +239,7 @@ class Loop:
             self.log,
             self.conversation.append_text_to_last_user,
             round=first_round,
+            rounds_since_update=rounds_since_update,
             seen_revision=self.plan.revision,
         )
         self._machine.add_model(run)
@@ -247,6 +250,7 @@ class Loop:
             settings=attrs.asdict(self.settings),
             plan=self.plan.config,
             first_round=first_round,
+            rounds_since_update=rounds_since_update,
         )
         if task is not None:
             self.conversation.add_user_text(task)

@@ -253,6 +253,7 @@ class Replay:
             self._collector,
             lambda _text: None,
             round=int(event.get("first_round", 0)),
+            rounds_since_update=int(event.get("rounds_since_update", 0)),
             seen_revision=self._board.revision,
         )
         self._machine.add_model(self._run)
@@ -445,6 +446,7 @@ class RebuiltRun:
     last_round: int
     status: str | None
     task: str
+    rounds_since_update: int = 0
 
 
 def rebuild(trace: TraceFile) -> RebuiltRun:
@@ -457,6 +459,8 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
     # run's model may number its calls afresh), so a result belongs to the latest call.
     inputs: dict[str, Any] = {}
     last_round, status, task = 0, None, ""
+    # The audit's staleness count, followed as RunState.on_enter_audit keeps it.
+    stale, changed = 0, False
     for line in trace.lines:
         event = line.event
         name = line.name
@@ -468,6 +472,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
                     policy=EdgePolicy(plan.get("policy", "strict")),
                 )
             settings = LoopSettings(**event["settings"])
+            stale, changed = int(event.get("rounds_since_update", 0)), False
             if "task" in event and event["task"] is not None:
                 task = str(event["task"])
                 conversation.add_user_text(task)
@@ -489,8 +494,11 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
                 board.apply(inputs[str(event["id"])])
         elif name == "loop.transition" and event.get("trigger") == "dispatched":
             _close_round(conversation, results)
-        elif name == "plan.updated" and event.get("reset") and board is not None:
-            board.reset()
+            stale, changed = (0 if changed else stale + 1), False
+        elif name == "plan.updated":
+            changed = True
+            if event.get("reset") and board is not None:
+                board.reset()
         elif name == "audit.reminder":
             text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))
             conversation.append_text_to_last_user(text)
@@ -510,6 +518,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         last_round=last_round,
         status=status,
         task=task,
+        rounds_since_update=stale,
     )
 
 

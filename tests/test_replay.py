@@ -847,3 +847,45 @@ def test_a_chat_reset_between_runs_replays_and_rebuilds(tmp_path: Path) -> None:
     # Without the reset line, the second plan would cancel #1: replay must notice.
     kept = [e for e in events if not e.get("reset")]
     assert Replay(read_trace(_write(tmp_path / "edited.jsonl", kept, renumber=True))).check()
+
+
+def test_a_resumed_run_keeps_counting_rounds_since_the_plan_changed(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("n\n", encoding="utf-8")
+    plan = {"items": [{"id": "1", "text": "Read notes", "status": "in_progress"}]}
+    read = {"tool_calls": [{"name": "read_file", "input": {"path": "notes.txt"}}]}
+    first = _script(
+        "before",
+        [
+            {"tool_calls": [{"name": "todo", "input": plan}]},
+            read,
+            read,
+            {"fault": "status", "status": 529},
+        ],
+    )
+    # Two rounds without a plan update before the failure, one after: the third gets the reminder.
+    second = _script("after", [read, {"text": "done", "expect_reminder": True}])
+    trace_path = tmp_path / "resumed.jsonl"
+
+    def loop_for(model: ScriptedModel, board: PlanBoard, log: Any, **kw: Any) -> Loop:
+        registry = ToolRegistry([ReadFileTool(Workdir(tmp_path)), TodoTool(board)])
+        settings = LoopSettings(model="m", system="s")
+        return Loop(model=model, tools=registry, plan=board, log=log, settings=settings, **kw)
+
+    with open_trace(trace_path) as trace:
+        outcome = loop_for(ScriptedModel(first), PlanBoard(), trace.log).run("read")
+    assert outcome.status == "failed"
+    rebuilt = rebuild(read_trace(trace_path))
+    assert rebuilt.rounds_since_update == 2
+    with open_trace(
+        trace_path, run_id=rebuilt.run_id, append=True, first_seq=rebuilt.last_seq
+    ) as trace:
+        loop = loop_for(
+            ScriptedModel(second), rebuilt.board, trace.log, conversation=rebuilt.conversation
+        )
+        outcome = loop.run(
+            None,
+            first_round=rebuilt.last_round,
+            rounds_since_update=rebuilt.rounds_since_update,
+        )
+    assert outcome.status == "done", outcome.reason
+    assert Replay(read_trace(trace_path)).check() is None
