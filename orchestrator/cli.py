@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -254,10 +255,22 @@ def demo(
     session = _Session(options, ScriptedModel(script, pace=pace))
     code = _run_once(session, DEMO_TASK)
     shown = shlex.quote(str(session.trace_path))
+    me = _how_i_was_called()
     say(f"\n[SCRIPTED scenario finished]\nwork directory: {root}\ntrace: {session.trace_path}")
-    say(f"replay it:  orchestrator replay {shown}")
-    say(f"diagram it: orchestrator diagram --trace {shown}")
+    say(f"replay it:  {me} replay {shown}")
+    say(f"diagram it: {me} diagram --trace {shown}")
     return code
+
+
+def _how_i_was_called() -> str:
+    """The command a person can paste to run orchestrator again (``make demo`` puts it in .venv)."""
+    program = Path(sys.argv[0])
+    if program.name == "__main__.py":
+        return f"{shlex.quote(sys.executable)} -m orchestrator"
+    found = shutil.which("orchestrator")
+    if found is not None and Path(found).resolve() == program.resolve():
+        return "orchestrator"
+    return shlex.quote(str(program)) if program.name == "orchestrator" else "orchestrator"
 
 
 def _stderr_if(to_stderr: bool) -> Callable[[str], None]:

@@ -448,18 +448,18 @@ def test_demo_in_a_pipe_is_labelled_plain_and_says_where_things_are(tmp_path: Pa
     trace = Path(tail[1].removeprefix("trace: "))
     assert trace.is_file()
     assert trace.is_relative_to(workdir)
-    assert tail[2] == f"replay it:  orchestrator replay {shlex.quote(str(trace))}"
-    assert tail[3] == f"diagram it: orchestrator diagram --trace {shlex.quote(str(trace))}"
+    # Run as `python -m orchestrator`, the demo says so, so the commands paste as they are.
+    me = f"{shlex.quote(sys.executable)} -m orchestrator"
+    assert tail[2] == f"replay it:  {me} replay {shlex.quote(str(trace))}"
+    assert tail[3] == f"diagram it: {me} diagram --trace {shlex.quote(str(trace))}"
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     assert events[-1]["event"] == "run.finished"
     assert events[-1]["status"] == "done"
 
     # The two printed commands work as printed.
     for line in tail[2:]:
-        command = shlex.split(line.split(":", 1)[1])
-        assert command[0] == "orchestrator"
         ran = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *command[1:]],
+            shlex.split(line.split(":", 1)[1]),
             capture_output=True,
             text=True,
             timeout=60,
