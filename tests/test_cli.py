@@ -417,12 +417,14 @@ def test_demo_refactors_hello_and_its_test_passes(tmp_path: Path) -> None:
 
 
 def test_the_demo_prints_commands_a_person_can_paste(monkeypatch: pytest.MonkeyPatch) -> None:
-    from orchestrator import cli
+    import shutil
 
-    monkeypatch.setattr(cli.sys, "argv", [".venv/bin/orchestrator", "demo"])
-    monkeypatch.setattr(cli.shutil, "which", lambda _name: None)
-    assert cli._how_i_was_called() == ".venv/bin/orchestrator"
-    monkeypatch.setattr(cli.shutil, "which", lambda _name: ".venv/bin/orchestrator")
-    assert cli._how_i_was_called() == "orchestrator"
-    monkeypatch.setattr(cli.sys, "argv", ["/x/orchestrator/__main__.py", "demo"])
-    assert cli._how_i_was_called().endswith(" -m orchestrator")
+    from orchestrator.cli import _how_i_was_called
+
+    monkeypatch.setattr(sys, "argv", [".venv/bin/orchestrator", "demo"])
+    monkeypatch.setattr(shutil, "which", lambda _name: None)
+    assert _how_i_was_called() == ".venv/bin/orchestrator"
+    monkeypatch.setattr(shutil, "which", lambda _name: ".venv/bin/orchestrator")
+    assert _how_i_was_called() == "orchestrator"
+    monkeypatch.setattr(sys, "argv", ["/x/orchestrator/__main__.py", "demo"])
+    assert _how_i_was_called().endswith(" -m orchestrator")
