@@ -18,6 +18,16 @@ from pathlib import Path
 import pytest
 
 _KINDS = ("fault", "hostile", "escape", "lost")
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The SDK honours proxy variables, but the loopback test server must be reached directly.
+    # Dropped once for the whole process (each xdist worker runs this too), so every test and
+    # every subprocess it starts inherits an environment without them.
+    for name in list(os.environ):
+        if name.lower() in _PROXY_VARIABLES:
+            del os.environ[name]
 
 
 class HardeningRecorder:

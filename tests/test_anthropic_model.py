@@ -31,14 +31,6 @@ ANSWER: dict[str, Any] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The loopback server must be reached directly, whatever the environment routes elsewhere.
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("all_proxy", raising=False)
-
-
 def _server(*turns: Mapping[str, Any]) -> MessagesServer:
     return MessagesServer(parse_script({"name": "sdk", "turns": list(turns)}, source="test"))
 

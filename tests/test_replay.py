@@ -27,14 +27,6 @@ from orchestrator.testing import MessagesServer
 from orchestrator.tools import BashTool, ReadFileTool, ToolRegistry, Workdir, WriteFileTool
 from orchestrator.trace import TRACE_FORMAT, open_trace
 
-PROXY_VARIABLES = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-)
 TASK = "Summarise notes.txt"
 MODEL = "claude-test"
 NOTES = "alpha beta gamma\n"
@@ -145,9 +137,6 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str
 
 @pytest.fixture
 def sdk_environment(monkeypatch: pytest.MonkeyPatch) -> Callable[[MessagesServer], None]:
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-
     def point_at(server: MessagesServer) -> None:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
@@ -170,8 +159,6 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Recording:
     (work / "notes.txt").write_text(NOTES, encoding="utf-8")
     trace = root / "trace.jsonl"
     with pytest.MonkeyPatch.context() as patch, MessagesServer(_script("rec", RECORDED_TURNS)) as s:
-        for name in PROXY_VARIABLES:
-            patch.delenv(name, raising=False)
         patch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
         patch.setenv("ANTHROPIC_BASE_URL", s.base_url)
         code = _orchestrator(

@@ -275,9 +275,7 @@ def test_deny_bash_answers_a_bash_call_as_an_unknown_tool(tmp_path: Path, root: 
         },
         source="deny-bash",
     )
-    proxies = {"http_proxy", "https_proxy", "all_proxy", "no_proxy"}
-    env = {name: value for name, value in os.environ.items() if name.lower() not in proxies}
-    env = {name: value for name, value in env.items() if not name.startswith("ORCHESTRATOR_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     with MessagesServer(script) as server:
         env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
         completed = subprocess.run(

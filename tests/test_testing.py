@@ -18,14 +18,6 @@ MODEL = "claude-test"
 PROMPT: list[Any] = [{"role": "user", "content": "Plan the work."}]
 
 
-@pytest.fixture(autouse=True)
-def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The loopback server must be reached directly, whatever the environment routes elsewhere.
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("all_proxy", raising=False)
-
-
 def _server(*turns: dict[str, Any]) -> MessagesServer:
     return MessagesServer(parse_script({"name": "t", "turns": list(turns)}, source="t.json"))
 

@@ -31,14 +31,6 @@ from orchestrator.trace import (
 )
 
 PLANTED_KEY = "sk-ant-planted-SECRET-123456"
-PROXY_VARIABLES = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-)
 
 
 def _events(path: Path) -> list[dict[str, Any]]:
@@ -370,7 +362,7 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
     )
     trace_path = tmp_path / "trace.jsonl"
     with MessagesServer(script) as server:
-        env = {name: value for name, value in os.environ.items() if name not in PROXY_VARIABLES}
+        env = dict(os.environ)
         env |= {
             "ANTHROPIC_API_KEY": PLANTED_KEY,
             "ANTHROPIC_BASE_URL": server.base_url,
