@@ -309,11 +309,13 @@ def scrub_environment(env: Mapping[str, str]) -> dict[str, str]:
     A variable is dropped when its name contains KEY, TOKEN, SECRET or PASSWORD in any case,
     which covers ``ANTHROPIC_API_KEY`` and the usual cloud and CI credentials.
     """
-    return {
-        name: value
-        for name, value in env.items()
-        if not any(marker in name.upper() for marker in _SECRET_MARKERS)
-    }
+    return {name: value for name, value in env.items() if not looks_secret(name)}
+
+
+def looks_secret(name: str) -> bool:
+    """Whether an environment variable's name marks a credential (the one rule for it)."""
+    upper = name.upper()
+    return any(marker in upper for marker in _SECRET_MARKERS)
 
 
 @attrs.define

@@ -22,6 +22,8 @@ import attrs
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
+from orchestrator.tools import looks_secret
+
 #: Bump when a reader of an older format could misread the lines.
 TRACE_FORMAT = 1
 
@@ -32,7 +34,6 @@ _SECRET_KEYS = re.compile(
     re.IGNORECASE,
 )
 _SECRET_VALUES = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
-_SECRET_ENV_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 
 EventSink = Callable[[Mapping[str, Any]], None]
 
@@ -123,7 +124,7 @@ class JSONLinesFile:
 def secrets_from_environment(env: Mapping[str, str] | None = None) -> list[str]:
     """The values of variables whose names look secret: these never reach a trace."""
     env = os.environ if env is None else env
-    return [value for name, value in env.items() if _SECRET_ENV_NAME.search(name) and value]
+    return [value for name, value in env.items() if looks_secret(name) and value]
 
 
 def _serialize(event: Any, **kw: Any) -> str:
