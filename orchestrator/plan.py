@@ -228,23 +228,27 @@ class ItemMachine(Machine):
     def legal_triggers(self, src: Status) -> tuple[tuple[str, Status], ...]:
         """The (trigger, destination) pairs leaving ``src``, in table order."""
         return tuple(
-            (str(t["trigger"]), Status(t["dest"]))
-            for t in ITEM_TRANSITIONS
-            if str(src) in _listify(t["source"])
+            (trigger, Status(dst))
+            for source, trigger, dst in table_edges(ITEM_TRANSITIONS)
+            if source == src
         )
 
 
-def _listify(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list | tuple) else [value]
+def table_edges(table: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+    """A ``transitions`` table as (source, trigger, dest) edges, one per source, in order."""
+    edges: list[tuple[str, str, str]] = []
+    for t in table:
+        sources = t["source"] if isinstance(t["source"], list | tuple) else [t["source"]]
+        edges.extend((str(src), str(t["trigger"]), str(t["dest"])) for src in sources)
+    return tuple(edges)
 
 
 def _shortest_paths(
     table: Iterable[Mapping[str, Any]],
 ) -> dict[tuple[Status, Status], tuple[str, ...]]:
     edges: dict[Status, list[tuple[str, Status]]] = {s: [] for s in Status}
-    for t in table:
-        for src in _listify(t["source"]):
-            edges[Status(src)].append((str(t["trigger"]), Status(t["dest"])))
+    for src, trigger, dst in table_edges(table):
+        edges[Status(src)].append((trigger, Status(dst)))
     paths: dict[tuple[Status, Status], tuple[str, ...]] = {}
     for origin in Status:
         frontier: list[tuple[Status, tuple[str, ...]]] = [(origin, ())]

@@ -19,7 +19,7 @@ import attrs
 from orchestrator.conversation import INTERRUPTED_RESULT, Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState, reminder_text
-from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, TodoTool
+from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, TodoTool, table_edges
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
 from orchestrator.tools import ToolRegistry
 from orchestrator.trace import TRACE_FORMAT
@@ -52,17 +52,9 @@ _COMPARED: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def _edges(table: tuple[Mapping[str, Any], ...]) -> frozenset[tuple[str, str, str]]:
-    edges: set[tuple[str, str, str]] = set()
-    for t in table:
-        sources = t["source"] if isinstance(t["source"], list) else [t["source"]]
-        edges.update((str(src), str(t["trigger"]), str(t["dest"])) for src in sources)
-    return frozenset(edges)
-
-
 _LEGAL_EDGES = {
-    "loop.transition": _edges(LOOP_TRANSITIONS),
-    "plan.transition": _edges(ITEM_TRANSITIONS),
+    "loop.transition": frozenset(table_edges(LOOP_TRANSITIONS)),
+    "plan.transition": frozenset(table_edges(ITEM_TRANSITIONS)),
 }
 
 
