@@ -1,13 +1,18 @@
 """The real model: the ``anthropic`` SDK streaming the Messages API behind the Model protocol.
 
-``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` are read by the SDK itself, so any Messages-API
-endpoint works, the package's own loopback test server included. The SDK retries 408, 409, 429
-and 5xx (529 among them) before a response starts; a stream cut after it started is retried here,
-because the SDK cannot know whether a half-read stream is safe to repeat and we do.
+``ANTHROPIC_API_KEY`` (sent as ``x-api-key``) or ``ANTHROPIC_AUTH_TOKEN`` (sent as a bearer
+token) and ``ANTHROPIC_BASE_URL`` reach the SDK, so any Messages-API endpoint works, the package's
+own loopback test server included. Connecting and waiting for bytes have their own timeouts, so
+a host that accepts and never answers fails in ``read_timeout`` seconds, not ``timeout``. A
+gateway that answers a streaming request with one plain JSON message is read as that message.
+The SDK retries 408, 409, 429 and 5xx (529 among them) before a response starts; a stream cut
+after it started is retried here, because the SDK cannot know whether a half-read stream is safe
+to repeat and we do.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,6 +23,8 @@ from orchestrator.protocols import ModelError, ModelTurn
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT = 600.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+DEFAULT_READ_TIMEOUT = 120.0
 #: Error events inside a started stream that are worth asking again, as a 529 or 5xx would be.
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 _USAGE_KEYS = (
@@ -37,14 +44,26 @@ class AnthropicModel:
         client: anthropic.Anthropic | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
         api_key: str | None = None,
+        auth_token: str | None = None,
         base_url: str | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
         self.max_retries = max_retries
+        # ``timeout`` bounds every wait, so a short one also shortens connecting and reading.
+        limits = httpx2.Timeout(
+            timeout, connect=min(connect_timeout, timeout), read=min(read_timeout, timeout)
+        )
+        self.read_timeout = min(read_timeout, timeout)
         self.client = client or anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            api_key=api_key,
+            auth_token=None if api_key else auth_token,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=limits,
         )
 
     @property
@@ -62,17 +81,25 @@ class AnthropicModel:
                     ) from None
                 on_text("\n[the response broke off; asking again]\n")
             except anthropic.APIStatusError as error:
-                raise ModelError(_describe_status(error, self.max_retries)) from None
+                model = str(request.get("model", ""))
+                raise ModelError(_describe_status(error, self.max_retries, model)) from None
             except anthropic.APIConnectionError as error:
-                raise ModelError(_describe_connection(error, self.max_retries)) from None
+                raise ModelError(
+                    _describe_connection(error, self.max_retries, self.read_timeout)
+                ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _stream_once(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
         try:
             with self.client.messages.stream(**request) as stream:
-                for text in stream.text_stream:
-                    on_text(text)
-                final = stream.get_final_message()
+                kind = stream.response.headers.get("content-type", "")
+                if "text/event-stream" not in kind:
+                    final = _plain_message(stream.response.read(), kind)
+                    on_text(_text_of(final))
+                else:
+                    for text in stream.text_stream:
+                        on_text(text)
+                    final = stream.get_final_message()
         except (httpx2.TransportError, ValueError) as error:
             # A cut stream or a body that is not JSON: the SDK does not retry these.
             raise _StreamCut(f"{type(error).__name__}: {error}") from error
@@ -92,6 +119,25 @@ class AnthropicModel:
         )
 
 
+def _plain_message(body: bytes, kind: str) -> anthropic.types.Message:
+    """A whole message sent where a stream was asked for (some gateways do), or a clear error."""
+    try:
+        data = json.loads(body)
+        if not isinstance(data, dict) or data.get("type") != "message":
+            raise ValueError("not a message object")
+        return anthropic.types.Message.model_validate(data)
+    except ValueError as error:
+        raise ModelError(
+            f"the endpoint answered a streaming request with {kind or 'no content type'} "
+            f"that is not a Messages-API message ({error}); check ANTHROPIC_BASE_URL points at "
+            "a Messages API that supports streaming"
+        ) from None
+
+
+def _text_of(message: anthropic.types.Message) -> str:
+    return "".join(block.text for block in message.content if block.type == "text")
+
+
 class _StreamCut(Exception):
     """The response broke after it started, or was not JSON: worth asking again."""
 
@@ -104,18 +150,31 @@ def _error_detail(error: anthropic.APIStatusError) -> tuple[str, str]:
     return str(detail.get("type", "error")), message.splitlines()[0]
 
 
-def _describe_status(error: anthropic.APIStatusError, retries: int) -> str:
+def _describe_status(error: anthropic.APIStatusError, retries: int, model: str = "") -> str:
     kind, message = _error_detail(error)
     if error.status_code < 400:
         return f"API error inside the response stream ({kind}): {message}"
     line = f"API error {error.status_code} ({kind}): {message}"
     if error.status_code == 401:
-        return line + "; check ANTHROPIC_API_KEY"
+        return line + "; check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
+    if error.status_code == 404:
+        return (
+            line + f"; the endpoint does not know model {model!r}: pick another with --model "
+            "(or ANTHROPIC_MODEL), or check ANTHROPIC_BASE_URL"
+        )
     if error.status_code in (408, 409, 429) or error.status_code >= 500:
         return line + f" (after {retries} retries)"
     return line
 
 
-def _describe_connection(error: anthropic.APIConnectionError, retries: int) -> str:
-    what = "timed out" if isinstance(error, anthropic.APITimeoutError) else "could not connect"
-    return f"the API {what} (after {retries} retries): {error}"
+def _describe_connection(
+    error: anthropic.APIConnectionError, retries: int, read_timeout: float = DEFAULT_READ_TIMEOUT
+) -> str:
+    if isinstance(error, anthropic.APITimeoutError):
+        return (
+            f"the API sent nothing for {read_timeout:g} s (after {retries} retries); raise "
+            "--read-timeout for a slow endpoint, or check ANTHROPIC_BASE_URL"
+        )
+    return (
+        f"the API could not be reached (after {retries} retries): {error}; check ANTHROPIC_BASE_URL"
+    )

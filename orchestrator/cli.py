@@ -1,7 +1,9 @@
 """The command-line interface: the one place that wires concrete classes together.
 
-Exit codes: 0 done, 1 run failed, 2 usage or input error, 130 interrupted. A person's mistake
-(a bad flag, a missing file, a wrong setting) is one line on stderr, never a traceback.
+Exit codes (see :mod:`orchestrator.report`): 0 done, 1 run failed, 2 usage or input error,
+3 done but side-effecting calls were refused, 130 interrupted, 143 terminated (SIGTERM),
+129 hung up (SIGHUP). A person's mistake (a bad flag, a missing file, a wrong setting) is one
+line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,8 +13,7 @@ import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,12 +21,22 @@ from typing import Any
 import attrs
 import click
 
-from orchestrator.config import Config, ConfigError, load_config
+from orchestrator import report
+from orchestrator.approval import (
+    Answer,
+    ApprovalPolicy,
+    ask_at_terminal,
+    asks_about,
+    no_terminal_notice,
+)
+from orchestrator.config import SETTINGS, Choice, Config, ConfigError, load_config
 from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.conversation import Conversation
+from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
-from orchestrator.protocols import Approver, Model
+from orchestrator.pricing import UsageTotals
+from orchestrator.protocols import Model
 from orchestrator.replay import (
     RebuiltRun,
     Replay,
@@ -37,19 +48,15 @@ from orchestrator.replay import (
     rebuild,
 )
 from orchestrator.script import ScriptedModel, ScriptError, parse_script
+from orchestrator.sessions import SessionError, check_new_trace, check_trace_appendable
+from orchestrator.signals import StopRecord, stop_signals_interrupt
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
-from orchestrator.trace import (
-    EventSink,
-    Trace,
-    default_trace_path,
-    new_run_id,
-    open_trace,
-    secrets_from_environment,
-)
+from orchestrator.trace import EventSink, Trace, new_run_id, open_trace, secrets_from_environment
 
-EXIT_CODES = {"done": 0, "failed": 1, "interrupted": 130}
-USAGE_ERROR = 2
+USAGE_ERROR = report.EXIT_USAGE
 DEMO_TASK = "Refactor hello.py: add type hints, docstrings, and a main guard"
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "show_default": True}
 
 
 class InputError(click.ClickException):
@@ -65,32 +72,85 @@ class RunOptions:
     workdir: Path
     config: Config
     trace: Path | None = None
-    yes: bool = False
     trace_requests: bool = False
     quiet: bool = False
-    as_json: bool = False
+    verbose: bool = False
+    output_format: str = "text"
+
+    @property
+    def machine_output(self) -> bool:
+        """Stdout belongs to a program (json, stream-json): people's lines go to stderr."""
+        return self.output_format != "text"
 
 
-_FLAG_SETTINGS = ("model", "max_rounds", "max_retries", "sandbox", "deny_bash")
+def _setting_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """One flag per setting in :data:`config.SETTINGS`, so a new setting gets its flag here."""
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = []
+    for setting in SETTINGS:
+        if setting.secret:
+            continue  # a key on a command line ends up in shell history and ps
+        kind: click.Choice[str] | None = None
+        if isinstance(setting.parse, Choice):
+            kind = click.Choice(setting.parse.allowed, case_sensitive=False)
+        shown = "none" if setting.default is None else str(setting.default)
+        envs = ", ".join(setting.env)
+        text = f"{setting.help} [env: {envs}]" if envs else setting.help
+        if setting.default is False:
+            options.append(
+                click.option(setting.flag, setting.name, is_flag=True, default=None, help=text)
+            )
+            continue
+        options.append(
+            click.option(
+                setting.flag,
+                setting.name,
+                type=kind,
+                default=None,
+                show_default=shown,
+                metavar=None if kind else "VALUE",
+                help=text,
+            )
+        )
+    return options
+
+
+def _setting_names() -> tuple[str, ...]:
+    return tuple(setting.name for setting in SETTINGS if not setting.secret)
 
 
 def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """The options of ``run``, ``chat`` and ``resume`` (which writes to its TRACE argument)."""
     path = click.Path(file_okay=False, path_type=Path)
-    options = [
-        click.option("--workdir", type=path, default=".", help="Where the agent works."),
-        click.option("--model", default=None, help="Model name [ANTHROPIC_MODEL]."),
-        click.option("--max-rounds", type=click.IntRange(min=1), default=None),
-        click.option("--max-retries", type=click.IntRange(min=0), default=None),
-        click.option("--yes", is_flag=True, help="Run bash and file edits without asking."),
-        click.option("--trace-requests", is_flag=True, help="Record full request bodies."),
-        click.option("--quiet", is_flag=True, help="Show only the final answer and plan."),
-        click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout."),
-        click.option("--sandbox", type=click.Choice(["workdir", "none"]), default=None),
-        click.option("--deny-bash", is_flag=True, default=None, help="Refuse every bash call."),
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
+        click.option(
+            "--workdir", type=path, default=None, help="Where the agent works.  [default: .]"
+        ),
+        *_setting_options(),
+        click.option("--yes", "-y", is_flag=True, help="Same as --approval auto."),
+        click.option(
+            "--output-format",
+            type=click.Choice(OUTPUT_FORMATS),
+            default="text",
+            help="text for people; json: one object at the end; stream-json: every event.",
+        ),
+        click.option(
+            "--json", "as_json", is_flag=True, help="Same as --output-format stream-json."
+        ),
+        click.option("--quiet", "-q", is_flag=True, help="Show only the final answer and plan."),
+        click.option("--verbose", "-v", is_flag=True, help="Show more of each tool's output."),
+        click.option(
+            "--trace-requests", is_flag=True, help="Record full request bodies in the trace."
+        ),
     ]
     if trace:
-        options.insert(1, click.option("--trace", type=click.Path(dir_okay=False, path_type=Path)))
+        options.insert(
+            1,
+            click.option(
+                "--trace",
+                type=click.Path(dir_okay=False, path_type=Path),
+                help="Write the trace here (a new file).  [default: the per-user state dir]",
+            ),
+        )
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         for option in reversed(options):
@@ -104,8 +164,19 @@ _run_options = _shared_options(trace=True)
 
 
 def _options(**kwargs: Any) -> RunOptions:
-    workdir: Path = kwargs.pop("workdir")
-    flags = {name: kwargs.pop(name) for name in _FLAG_SETTINGS}
+    workdir: Path = kwargs.pop("workdir") or Path(".")
+    flags = {name: kwargs.pop(name) for name in _setting_names()}
+    yes, as_json = kwargs.pop("yes"), kwargs.pop("as_json")
+    if yes:
+        if flags["approval"] not in (None, "auto"):
+            raise InputError(
+                f"--yes means --approval auto; it contradicts --approval {flags['approval']}"
+            )
+        flags["approval"] = "auto"
+    if as_json:
+        if kwargs["output_format"] not in ("text", "stream-json"):
+            raise InputError("--json means --output-format stream-json; pick one of the two")
+        kwargs["output_format"] = "stream-json"
     if not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
     try:
@@ -115,7 +186,17 @@ def _options(**kwargs: Any) -> RunOptions:
     return RunOptions(workdir=workdir.resolve(), config=config, **kwargs)
 
 
-@click.group()
+class _Group(click.Group):
+    """Bare ``orchestrator`` prints the help and exits 0 (click 8.2+ would call it an error)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args:
+            click.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="orchestrator")
 def cli() -> None:
     """Keep a coding agent on course with a guarded todo board and an auditing loop."""
@@ -124,38 +205,84 @@ def cli() -> None:
 # --- running ---------------------------------------------------------------------------------
 
 
-@cli.command()
-@click.argument("task")
+def _read_task(task: str | None) -> str:
+    """TASK, or stdin for ``-`` or a missing TASK with a pipe; an empty task is refused."""
+    if task is None or task == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise InputError("give the task as an argument, or pass - and pipe it on stdin")
+        task = sys.stdin.read()
+    if not task.strip():
+        raise InputError("the task is empty; say what the agent should do")
+    return task.strip()
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("task", required=False)
 @_run_options
 @click.option(
     "--replay-model",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Play the model's recorded responses from this trace; tools run for real.",
+    help="Play the model's recorded responses from this trace; tools run for real. "
+    "Exit 1 if any result differs from the recording.",
 )
-def run(task: str, replay_model: Path | None, **kwargs: Any) -> int:
-    """Run TASK with the model, until it is done, fails or is interrupted."""
+def run(task: str | None, replay_model: Path | None, **kwargs: Any) -> int:
+    """Run TASK (or - to read it from stdin) until it is done, fails or is interrupted."""
+    task = _read_task(task)
     options = _options(**kwargs)
     if replay_model is not None:
         recorded = _read_trace(replay_model)
         comparer = ResultComparer(recorded, lambda text: click.echo(text, err=True))
         session = _Session(options, ReplayModel(recorded), extra_sinks=(comparer,))
-    else:
-        session = _Session(options, _anthropic_model(options))
+        code = _run_once(session, task)
+        if code == report.EXIT_DONE and comparer.differences:
+            click.echo(
+                f"orchestrator: {comparer.differences} tool result(s) differ from the recording",
+                err=True,
+            )
+            return report.EXIT_FAILED
+        return code
+    session = _Session(options, _anthropic_model(options))
     return _run_once(session, task)
 
 
-@cli.command()
-@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.argument("instruction", required=False)
+@click.option("--last", is_flag=True, help="The newest session of the work directory.")
 @_shared_options(trace=False)
-def resume(trace: Path, **kwargs: Any) -> int:
-    """Continue an interrupted or failed run from TRACE, appending to the same trace."""
+def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: Any) -> int:
+    """Continue the session in TRACE (or --last), with INSTRUCTION as the next message if given.
+
+    Any session can go on: an interrupted or failed run picks up where it stopped; a finished
+    one needs the next INSTRUCTION.
+    """
+    from orchestrator.sessions import latest_trace
+
+    if last:
+        if trace is not None and instruction is None:
+            instruction, trace = str(trace), None
+        elif trace is not None:
+            raise InputError("give either TRACE or --last, not both")
+        workdir = (kwargs["workdir"] or Path(".")).resolve()
+        trace = latest_trace(workdir)
+        if trace is None:
+            raise InputError(f"no sessions for {workdir} yet; see `orchestrator sessions`")
+    elif trace is None:
+        raise InputError("give the session's TRACE, or --last for the newest one here")
     rebuilt = rebuild(_read_trace(trace))
-    if rebuilt.status == "done":
-        raise InputError(f"{trace}: that run finished (done); there is nothing to resume")
-    if rebuilt.settings.workdir and kwargs["workdir"] == Path("."):
+    if rebuilt.status == "done" and not (instruction and instruction.strip()):
+        raise InputError(
+            f"{trace}: that run finished (done); give the next instruction: "
+            f'orchestrator resume {shlex.quote(str(trace))} "next instruction"'
+        )
+    if rebuilt.settings.workdir and kwargs["workdir"] is None:
         kwargs["workdir"] = Path(rebuilt.settings.workdir)
     options = attrs.evolve(_options(**kwargs), trace=trace)
+    try:
+        check_trace_appendable(trace)
+    except SessionError as error:
+        raise InputError(str(error)) from None
     max_rounds = rebuilt.last_round + options.config.max_rounds
     session = _Session(
         options,
@@ -165,67 +292,57 @@ def resume(trace: Path, **kwargs: Any) -> int:
         settings=attrs.evolve(rebuilt.settings, max_rounds=max_rounds),
         resume_from=rebuilt,
     )
-    return _run_once(session, None)
+    return _run_once(session, instruction.strip() if instruction else None)
 
 
-@cli.command()
+@cli.command(context_settings=CONTEXT_SETTINGS)
 @_run_options
 def chat(**kwargs: Any) -> int:
-    """Talk to the agent turn by turn; the plan persists across turns."""
-    import readline
+    """Talk to the agent turn by turn; the plan persists across turns.
+
+    Enter sends; Alt-Enter or Esc Enter starts a new line; a paste is one message. Ctrl-C stops
+    the turn; Ctrl-C at an empty prompt, Ctrl-D or /exit leaves.
+    """
+    from orchestrator.chat import ChatSession, run_chat
+    from orchestrator.sessions import state_dir
 
     options = _options(**kwargs)
     session = _Session(options, _anthropic_model(options))
-    history = options.workdir / ".orchestrator" / "chat_history"
-    if history.is_file():
-        readline.read_history_file(history)
-    click.echo("orchestrator chat: /plan, /reset, /diagram, /exit (or an empty line) to leave")
-    status = "done"
-    with session.open() as loop:
-        while True:
-            try:
-                line = input("you> ").strip()
-            except EOFError:
-                click.echo()
-                break
-            if line in ("", "/exit"):
-                break
-            if line.startswith("/"):
-                _chat_command(line, session)
-                continue
-            outcome = _run_turn(session, loop, line)
-            status = outcome.status
-            if status == "interrupted":
-                break
-    history.parent.mkdir(parents=True, exist_ok=True)
-    readline.write_history_file(history)
-    return EXIT_CODES[status] if status == "interrupted" else 0
+    return run_chat(
+        ChatSession(
+            run_turn=session.turn,
+            board=session.board,
+            model=options.config.model,
+            clear=session.clear,
+            close=session.close,
+            cost_line=lambda: session.report_for(None).closing_lines()[0],
+            stopped=click.get_current_context().find_object(StopRecord),
+        ),
+        history=state_dir() / "chat_history",
+    )
 
 
-def _chat_command(line: str, session: _Session) -> None:
-    if line == "/plan":
-        click.echo(session.board.render())
-    elif line == "/reset":
-        session.board.reset()
-        click.echo("plan cleared")
-    elif line == "/diagram":
-        from orchestrator.diagram import render_diagram
-
-        click.echo(render_diagram("item", "mermaid"))
-    else:
-        click.echo(f"unknown command {line}; try /plan, /reset, /diagram or /exit")
-
-
-@cli.command()
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--quiet", is_flag=True, help="Show only the final answer and plan.")
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Play it here (must not hold hello.py or test_hello.py).  [default: a new temp dir]",
+)
+@click.option(
+    "--trace",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the trace here (a new file).  [default: the per-user state dir]",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Show only the final answer and plan.")
 @click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout.")
 @click.option(
     "--pace",
     type=click.FloatRange(min=0),
     default=None,
-    help="Seconds between scripted turns [0.4 on a terminal, else 0].",
+    show_default="0.4 on a terminal, else 0",
+    help="Seconds between scripted turns.",
 )
 def demo(
     workdir: Path | None, trace: Path | None, quiet: bool, as_json: bool, pace: float | None
@@ -240,19 +357,32 @@ def demo(
         scenario.joinpath("refactor_hello.files.json").read_text("utf-8")
     )
     root = workdir or Path(tempfile.mkdtemp(prefix="orchestrator-demo-"))
-    root.mkdir(parents=True, exist_ok=True)
-    for name, content in files.items():
-        (root / name).write_text(content, encoding="utf-8")
+    taken = [name for name in files if (root / name).exists()]
+    if taken:
+        raise InputError(
+            f"--workdir {root}: already holds {', '.join(taken)}; the demo writes its own "
+            "copies, so give it a new or empty directory"
+        )
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for name, content in files.items():
+            (root / name).write_text(content, encoding="utf-8")
+    except OSError as error:
+        raise InputError(f"--workdir {root}: cannot write there: {error.strerror}") from None
     say = _stderr_if(as_json)
     say(f"[SCRIPTED scenario '{script.name}': not a recording of a real model]")
     say(f"task: {DEMO_TASK}\nworkdir: {root}\n")
-    config = load_config(root, {"model": "scripted", "max_retries": 0}, env={})
+    config = load_config(root, {"model": "scripted", "max_retries": 0, "approval": "auto"}, env={})
     options = RunOptions(
-        root.resolve(), config, trace=trace, yes=True, quiet=quiet, as_json=as_json
+        root.resolve(),
+        config,
+        trace=trace,
+        quiet=quiet,
+        output_format="stream-json" if as_json else "text",
     )
     if pace is None:
         pace = 0.4 if sys.stdout.isatty() and not (quiet or as_json) else 0.0
-    session = _Session(options, ScriptedModel(script, pace=pace))
+    session = _Session(options, ScriptedModel(script, pace=pace), closing=False)
     code = _run_once(session, DEMO_TASK)
     shown = shlex.quote(str(session.trace_path))
     me = _how_i_was_called()
@@ -350,18 +480,68 @@ def diagram(
     return 0
 
 
-@cli.command(name="config")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=".")
+@cli.command(name="config", context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    help="Read this directory's orchestrator.toml.",
+)
 def show_config(workdir: Path) -> int:
-    """Print the effective settings, where each comes from, with secrets masked."""
+    """Print the effective settings, where each comes from, and its variables; secrets masked."""
+    from orchestrator.config import CONFIG_FILE, user_config_path
+
     try:
         config = load_config(workdir)
     except ConfigError as error:
         raise InputError(str(error)) from None
     rows = config.shown()
     width = max(len(name) for name, _, _ in rows)
+    variables = {setting.name: ", ".join(setting.env) for setting in SETTINGS}
     for name, value, source in rows:
-        click.echo(f"{name:<{width}}  {value}  ({source})")
+        click.echo(f"{name:<{width}}  {value}  ({source})  [env: {variables[name]}]")
+    click.echo(f"\nproject file: {workdir / CONFIG_FILE}\nuser file:    {user_config_path()}")
+    return 0
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Only this work directory's sessions.  [default: every work directory]",
+)
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, help="How many to list.")
+def sessions(workdir: Path | None, limit: int) -> int:
+    """List recent sessions, newest first: time, status, rounds, cost, workdir, task, trace."""
+    from orchestrator.sessions import print_sessions
+
+    try:
+        prices = load_config(workdir or Path(".")).price_per_mtok
+    except ConfigError as error:
+        raise InputError(str(error)) from None
+    print_sessions(workdir, limit, prices)
+    return 0
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--round",
+    "round_number",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Only this round.  [default: every round]",
+)
+@click.option("--full", is_flag=True, help="Show tool inputs and outputs whole, not clipped.")
+def show(trace: Path, round_number: int | None, full: bool) -> int:
+    """Print what happened in TRACE: the model's text, tool calls and results, plan, reminders."""
+    from orchestrator.transcript import TranscriptError, print_transcript
+
+    try:
+        print_transcript(_read_trace(trace), round_number=round_number, full=full)
+    except TranscriptError as error:
+        raise InputError(str(error)) from None
     return 0
 
 
@@ -370,7 +550,7 @@ def show_config(workdir: Path) -> int:
 
 @attrs.define
 class _Session:
-    """The parts of a session; :meth:`open` wires them into a loop writing one trace."""
+    """The parts of a session; :meth:`turn` runs one message through a lazily opened loop."""
 
     options: RunOptions
     model: Model
@@ -381,53 +561,157 @@ class _Session:
     settings: LoopSettings | None = None
     resume_from: RebuiltRun | None = None
     extra_sinks: tuple[EventSink, ...] = ()
+    closing: bool = True
     view: View = attrs.field(
         default=attrs.Factory(
-            lambda self: choose_view(quiet=self.options.quiet, as_json=self.options.as_json),
+            lambda self: choose_view(
+                quiet=self.options.quiet or self.options.output_format == "json",
+                as_json=self.options.output_format == "stream-json",
+                stream=sys.stderr if self.options.output_format == "json" else None,
+                verbose=self.options.verbose,
+            ),
             takes_self=True,
         )
     )
+    totals: UsageTotals = attrs.Factory(UsageTotals)
+    approval: ApprovalPolicy = attrs.field(
+        default=attrs.Factory(lambda self: self._approval_policy(), takes_self=True)
+    )
     trace_path: Path | None = None
+    _trace: Trace | None = None
+    _loop: Loop | None = None
+    _first_round: int = 0
+    _stale: int = 0
 
-    @contextmanager
-    def open(self) -> Iterator[Loop]:
+    def _approval_policy(self) -> ApprovalPolicy:
+        mode = self.options.config.approval
+        terminal = sys.stdin is not None and sys.stdin.isatty()
+        asker = None
+        if terminal and asks_about(mode):
+            view, workdir = self.view, self.options.workdir
+
+            def asker(tool: str, arguments: Mapping[str, Any]) -> Answer:
+                with view.paused():
+                    return ask_at_terminal(tool, arguments, workdir)
+
+        notice = no_terminal_notice(mode, has_terminal=terminal)
+        if notice:
+            click.echo(notice, err=True)
+        return ApprovalPolicy(mode, asker)
+
+    def _open(self) -> Loop:
+        """Open the trace and build the loop, at the first message (chat sends none at first)."""
+        if self._loop is not None:
+            return self._loop
         options, config = self.options, self.options.config
         resumed = self.resume_from
         run_id = resumed.run_id if resumed is not None else new_run_id()
-        self.trace_path = options.trace or default_trace_path(options.workdir, run_id)
-        settings = self.settings or LoopSettings(
-            model=config.model,
-            system=DEFAULT_SYSTEM.format(workdir=options.workdir),
-            max_tokens=config.max_tokens,
-            max_rounds=config.max_rounds,
-            reminder_threshold=config.reminder_threshold,
-            trace_requests=options.trace_requests,
-            workdir=str(options.workdir),
-        )
-        trace: Trace = open_trace(
-            self.trace_path,
-            run_id=run_id,
-            secrets=secrets_from_environment(),
-            sinks=[self.view, *self.extra_sinks],
-            append=resumed is not None,
-            first_seq=resumed.last_seq if resumed is not None else 0,
-        )
-        with trace:
-            yield Loop(
-                model=self.model,
-                tools=self._registry(),
-                plan=self.board,
-                log=trace.log,
-                settings=settings,
-                on_text=self.view.on_text,
-                conversation=self.conversation,
+        if resumed is not None:
+            self._first_round, self._stale = resumed.last_round, resumed.rounds_since_update
+        say = _stderr_if(options.machine_output)
+        settings = self.settings
+        if settings is None:
+            instructions = load_instructions(options.workdir)
+            if instructions.files:
+                say(f"project instructions: {', '.join(instructions.files)}")
+            settings = LoopSettings(
+                model=config.model,
+                system=instructions.system_prompt(DEFAULT_SYSTEM.format(workdir=options.workdir)),
+                max_tokens=config.max_tokens,
+                max_rounds=config.max_rounds,
+                reminder_threshold=config.reminder_threshold,
+                trace_requests=options.trace_requests,
+                workdir=str(options.workdir),
             )
+        path = options.trace
+        try:
+            if resumed is None:
+                if path is None:
+                    from orchestrator.sessions import new_trace_path
+
+                    path = new_trace_path(options.workdir, run_id)
+                    check_new_trace(path, flag="trace")
+                else:
+                    check_new_trace(path)
+            assert path is not None
+            self._trace = open_trace(
+                path,
+                run_id=run_id,
+                secrets=secrets_from_environment(),
+                sinks=[self.view, self.totals, *self.extra_sinks],
+                append=resumed is not None,
+                first_seq=resumed.last_seq if resumed is not None else 0,
+            )
+        except SessionError as error:
+            raise InputError(str(error)) from None
+        except OSError as error:
+            raise InputError(f"{path}: cannot write the trace: {error.strerror}") from None
+        self.trace_path = path
+        self._loop = Loop(
+            model=self.model,
+            tools=self._registry(),
+            plan=self.board,
+            log=self._trace.log,
+            settings=settings,
+            on_text=self.view.on_text,
+            conversation=self.conversation,
+        )
+        return self._loop
+
+    def turn(self, task: str | None) -> RunOutcome:
+        """Run one message (None: go on from a resumed conversation) to its end."""
+        loop = self._open()
+        with self.view:
+            outcome = loop.run(task, first_round=self._first_round, rounds_since_update=self._stale)
+        self._first_round, self._stale = outcome.rounds, 0
+        say = _stderr_if(self.options.machine_output)
+        if self.options.quiet and outcome.text and self.options.output_format == "text":
+            say(outcome.text)
+        say("\n" + self.board.render())
+        if outcome.status != "done":
+            click.echo(f"orchestrator: run {outcome.status}: {outcome.reason}", err=True)
+        return outcome
+
+    def clear(self) -> None:
+        """Forget the conversation and the plan (chat's /clear); the trace goes on."""
+        self.board.reset()
+        if self._loop is not None:
+            self._loop.conversation = Conversation()
+        self.conversation = None
+
+    def close(self) -> None:
+        if self._trace is not None:
+            self._trace.close()
+            self._trace = None
+
+    def report_for(
+        self, outcome: RunOutcome | None, stopped: StopRecord | None = None
+    ) -> report.RunReport:
+        status = outcome.status if outcome is not None else "idle"
+        refused = tuple(self.approval.refused)
+        code = report.exit_code(
+            status, len(refused), stopped.exit_code if stopped else report.EXIT_INTERRUPTED
+        )
+        return report.RunReport(
+            status=status,
+            reason=outcome.reason if outcome is not None else "",
+            answer=outcome.text if outcome is not None else "",
+            rounds=outcome.rounds if outcome is not None else self._first_round,
+            totals=self.totals,
+            model=self.options.config.model,
+            trace=self.trace_path,
+            refused=refused,
+            exit_code=code,
+            me=_how_i_was_called(),
+            prices=self.options.config.price_per_mtok,
+        )
 
     def _registry(self) -> ToolRegistry:
         config = self.options.config
         workdir = Workdir(self.options.workdir, confined=config.sandbox == "workdir")
         tools = [*standard_tools(workdir, bash=not config.deny_bash), TodoTool(self.board)]
-        return ToolRegistry(tools, approver=_approver(self.options.yes, self.view))
+        policy = None if config.approval == "auto" else self.approval
+        return ToolRegistry(tools, approver=policy)
 
 
 def _new_board(config: Config) -> PlanBoard:
@@ -435,34 +719,21 @@ def _new_board(config: Config) -> PlanBoard:
 
 
 def _run_once(session: _Session, task: str | None) -> int:
-    with session.open() as loop:
-        resumed = session.resume_from
-        outcome = _run_turn(
-            session,
-            loop,
-            task,
-            first_round=resumed.last_round if resumed is not None else 0,
-            rounds_since_update=resumed.rounds_since_update if resumed is not None else 0,
-        )
-    return EXIT_CODES[outcome.status]
-
-
-def _run_turn(
-    session: _Session,
-    loop: Loop,
-    task: str | None,
-    first_round: int = 0,
-    rounds_since_update: int = 0,
-) -> RunOutcome:
-    with session.view:
-        outcome = loop.run(task, first_round=first_round, rounds_since_update=rounds_since_update)
-    say = _stderr_if(session.options.as_json)
-    if session.options.quiet and outcome.text:
-        say(outcome.text)
-    say("\n" + session.board.render())
-    if outcome.status != "done":
-        click.echo(f"orchestrator: run {outcome.status}: {outcome.reason}", err=True)
-    return outcome
+    try:
+        outcome = session.turn(task)
+    finally:
+        session.close()
+    stopped = click.get_current_context().find_object(StopRecord)
+    result = session.report_for(outcome, stopped)
+    if session.options.output_format == "json":
+        click.echo(json.dumps(result.as_json(), ensure_ascii=False))
+    elif session.closing:
+        say = _stderr_if(session.options.machine_output)
+        for line in result.closing_lines():
+            say(line)
+    elif result.refused:
+        click.echo(result.closing_lines()[1], err=True)
+    return result.exit_code
 
 
 def _read_trace(path: Path) -> TraceFile:
@@ -474,61 +745,43 @@ def _read_trace(path: Path) -> TraceFile:
 
 def _anthropic_model(options: RunOptions) -> Model:
     config = options.config
-    if not config.api_key:
+    if not (config.api_key or config.auth_token):
         raise InputError(
-            "ANTHROPIC_API_KEY is not set; export it (ANTHROPIC_BASE_URL points the client at "
-            "any Messages-API endpoint), or try `orchestrator demo`, which runs offline"
+            "ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) is not set; export it "
+            "(ANTHROPIC_BASE_URL points the client at any Messages-API endpoint), or try "
+            "`orchestrator demo`, which runs offline"
         )
     from orchestrator.anthropic_model import AnthropicModel
 
     return AnthropicModel(
         max_retries=config.max_retries,
         timeout=config.timeout,
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
         api_key=config.api_key,
+        auth_token=config.auth_token,
         base_url=config.base_url,
     )
 
 
-def _approver(yes: bool, view: View) -> Approver | None:
-    if yes:
-        return None
-    if sys.stdin.isatty():
-        return _TerminalApprover(view)
-    return _refuse_without_terminal
-
-
-@attrs.frozen
-class _TerminalApprover:
-    """Asks at the terminal before a side-effecting call, with the live view paused."""
-
-    view: View
-
-    def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool:
-        from orchestrator.guard import describe_arguments
-
-        with self.view.paused():
-            return click.confirm(f"run {tool} {describe_arguments(arguments)}?", default=False)
-
-
-def _refuse_without_terminal(tool: str, arguments: Mapping[str, Any]) -> bool:
-    # No terminal to ask and no --yes: side effects are refused, the run goes on.
-    return False
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI and turn every outcome into an exit code."""
-    try:
-        code = cli.main(args=argv, prog_name="orchestrator", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("orchestrator: interrupted", err=True)
-        sys.exit(EXIT_CODES["interrupted"])
-    except click.ClickException as error:
-        hint = ""
-        if isinstance(error, click.UsageError) and error.ctx is not None:
-            hint = f" (see: {error.ctx.command_path} --help)"
-        click.echo(f"orchestrator: error: {error.format_message()}{hint}", err=True)
-        sys.exit(USAGE_ERROR)
-    except ScriptError as error:
-        click.echo(f"orchestrator: error: {error}", err=True)
-        sys.exit(USAGE_ERROR)
+    with stop_signals_interrupt() as stopped:
+        try:
+            code = cli.main(args=argv, prog_name="orchestrator", standalone_mode=False, obj=stopped)
+        except click.exceptions.Abort:
+            name = {129: "hung up", 143: "terminated"}.get(stopped.exit_code, "interrupted")
+            click.echo(f"orchestrator: {name}", err=True)
+            sys.exit(stopped.exit_code)
+        except click.exceptions.Exit as done:
+            sys.exit(done.exit_code)
+        except click.ClickException as error:
+            hint = ""
+            if isinstance(error, click.UsageError) and error.ctx is not None:
+                hint = f" (see: {error.ctx.command_path} --help)"
+            click.echo(f"orchestrator: error: {error.format_message()}{hint}", err=True)
+            sys.exit(USAGE_ERROR)
+        except ScriptError as error:
+            click.echo(f"orchestrator: error: {error}", err=True)
+            sys.exit(USAGE_ERROR)
     sys.exit(code if isinstance(code, int) else 0)

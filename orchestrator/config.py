@@ -1,7 +1,9 @@
-"""Effective settings: flags, then the environment, then ``orchestrator.toml``, then defaults.
+"""Effective settings: a flag, the environment, ``orchestrator.toml``, the user file, the default.
 
 Every value remembers where it came from, so ``orchestrator config`` can show it, and a wrong
-value is refused with one line naming the setting, the source and what was expected.
+value is refused with one line naming the setting, the source and what was expected. The user
+file is ``config.toml`` in the per-user config directory (``platformdirs``; on Linux
+``$XDG_CONFIG_HOME/orchestrator/`` or ``~/.config/orchestrator/``, or ``$ORCHESTRATOR_CONFIG_DIR``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Any
 import attrs
 
 CONFIG_FILE = "orchestrator.toml"
+USER_CONFIG_FILE = "config.toml"
+#: Points the per-user config directory elsewhere (tests, or a second profile).
+CONFIG_DIR_VARIABLE = "ORCHESTRATOR_CONFIG_DIR"
 DEFAULT_MODEL = "claude-sonnet-5-5"
 
 
@@ -67,6 +72,21 @@ def _text(value: object) -> str:
     return value.strip()
 
 
+def _url(value: object) -> str:
+    """An http(s) URL with a host: a typo here would otherwise be retried as a network error."""
+    from urllib.parse import urlsplit
+
+    text = _text(value)
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number)
+    except ValueError:
+        raise ValueError("an http(s) URL such as https://api.anthropic.com") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("an http(s) URL such as https://api.anthropic.com")
+    return text
+
+
 def _boolean(value: object) -> bool:
     if isinstance(value, bool):
         return value
@@ -77,13 +97,43 @@ def _boolean(value: object) -> bool:
     raise ValueError("true or false")
 
 
-def _choice(*allowed: str) -> Callable[[object], str]:
-    def check(value: object) -> str:
-        if isinstance(value, str) and value.strip().lower() in allowed:
-            return value.strip().lower()
-        raise ValueError("one of " + ", ".join(allowed))
+@attrs.frozen
+class Choice:
+    """A parser accepting one of a few words; the CLI offers ``allowed`` as the flag's choices."""
 
-    return check
+    allowed: tuple[str, ...]
+
+    def __call__(self, value: object) -> str:
+        if isinstance(value, str) and value.strip().lower() in self.allowed:
+            return value.strip().lower()
+        raise ValueError("one of " + ", ".join(self.allowed))
+
+
+def _choice(*allowed: str) -> Choice:
+    return Choice(allowed)
+
+
+def _prices(value: object) -> tuple[float, float, float, float]:
+    """Dollars per million tokens: input, output, cache read, cache write."""
+    expected = "four numbers 'input,output,cache_read,cache_write' in dollars per million tokens"
+    if isinstance(value, str):
+        parts: list[object] = [part.strip() for part in value.split(",")]
+    elif isinstance(value, list | tuple):
+        parts = list(value)
+    else:
+        raise ValueError(expected)
+    if len(parts) != 4:
+        raise ValueError(expected)
+    numbers = []
+    for part in parts:
+        try:
+            number = float(part)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ValueError(expected) from None
+        if isinstance(part, bool) or not math.isfinite(number) or number < 0:
+            raise ValueError(expected)
+        numbers.append(number)
+    return numbers[0], numbers[1], numbers[2], numbers[3]
 
 
 @attrs.frozen
@@ -93,26 +143,144 @@ class _Setting:
     default: Any
     env: tuple[str, ...]
     secret: bool = False
+    #: One line for ``--help`` and docs/cli.md.
+    help: str = ""
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: ``max_rounds`` → ``--max-rounds``."""
+        return "--" + self.name.replace("_", "-")
 
 
 #: Every setting, its parser, default and environment variables, in the order shown.
 SETTINGS: tuple[_Setting, ...] = (
-    _Setting("model", _text, DEFAULT_MODEL, ("ORCHESTRATOR_MODEL", "ANTHROPIC_MODEL")),
-    _Setting("max_rounds", _positive_int, 50, ("ORCHESTRATOR_MAX_ROUNDS",)),
-    _Setting("max_tokens", _positive_int, 8192, ("ORCHESTRATOR_MAX_TOKENS",)),
-    _Setting("max_retries", _non_negative_int, 4, ("ORCHESTRATOR_MAX_RETRIES",)),
-    _Setting("timeout", _positive_float, 600.0, ("ORCHESTRATOR_TIMEOUT",)),
-    _Setting("reminder_threshold", _positive_int, 3, ("ORCHESTRATOR_REMINDER_THRESHOLD",)),
-    _Setting("plan_limit", _positive_int, 20, ("ORCHESTRATOR_PLAN_LIMIT",)),
-    _Setting("plan_policy", _choice("strict", "lenient"), "strict", ("ORCHESTRATOR_PLAN_POLICY",)),
-    _Setting("sandbox", _choice("workdir", "none"), "workdir", ("ORCHESTRATOR_SANDBOX",)),
-    _Setting("deny_bash", _boolean, False, ("ORCHESTRATOR_DENY_BASH",)),
-    _Setting("base_url", _text, None, ("ANTHROPIC_BASE_URL",)),
-    _Setting("api_key", _text, None, ("ANTHROPIC_API_KEY",), secret=True),
+    _Setting(
+        "model",
+        _text,
+        DEFAULT_MODEL,
+        ("ORCHESTRATOR_MODEL", "ANTHROPIC_MODEL"),
+        help="Model name sent to the Messages API.",
+    ),
+    _Setting(
+        "max_rounds",
+        _positive_int,
+        50,
+        ("ORCHESTRATOR_MAX_ROUNDS",),
+        help="Stop the run (failed) after this many model rounds.",
+    ),
+    _Setting(
+        "max_tokens",
+        _positive_int,
+        8192,
+        ("ORCHESTRATOR_MAX_TOKENS",),
+        help="Output token limit of each model response.",
+    ),
+    _Setting(
+        "max_retries",
+        _non_negative_int,
+        4,
+        ("ORCHESTRATOR_MAX_RETRIES",),
+        help="Retries of a 429, 529, 5xx or a broken-off stream.",
+    ),
+    _Setting(
+        "timeout",
+        _positive_float,
+        600.0,
+        ("ORCHESTRATOR_TIMEOUT",),
+        help="Most seconds any one wait for the API may take (caps the two below).",
+    ),
+    _Setting(
+        "connect_timeout",
+        _positive_float,
+        10.0,
+        ("ORCHESTRATOR_CONNECT_TIMEOUT",),
+        help="Seconds to open the connection to the API.",
+    ),
+    _Setting(
+        "read_timeout",
+        _positive_float,
+        120.0,
+        ("ORCHESTRATOR_READ_TIMEOUT",),
+        help="Seconds to wait for the first (or next) byte of a response.",
+    ),
+    _Setting(
+        "reminder_threshold",
+        _positive_int,
+        3,
+        ("ORCHESTRATOR_REMINDER_THRESHOLD",),
+        help="Remind the model after this many rounds without a plan change.",
+    ),
+    _Setting(
+        "plan_limit",
+        _positive_int,
+        20,
+        ("ORCHESTRATOR_PLAN_LIMIT",),
+        help="Most items the todo board holds.",
+    ),
+    _Setting(
+        "plan_policy",
+        _choice("strict", "lenient"),
+        "strict",
+        ("ORCHESTRATOR_PLAN_POLICY",),
+        help="lenient lets one update walk pending → in_progress → completed.",
+    ),
+    _Setting(
+        "approval",
+        _choice("ask", "edits", "auto", "deny"),
+        "ask",
+        ("ORCHESTRATOR_APPROVAL",),
+        help="ask: before bash and file writes; edits: only before bash; auto: never; "
+        "deny: refuse them all.",
+    ),
+    _Setting(
+        "sandbox",
+        _choice("workdir", "none"),
+        "workdir",
+        ("ORCHESTRATOR_SANDBOX",),
+        help="workdir: file tools stay inside the work directory; none: no confinement.",
+    ),
+    _Setting(
+        "deny_bash",
+        _boolean,
+        False,
+        ("ORCHESTRATOR_DENY_BASH",),
+        help="Offer the model no bash tool.",
+    ),
+    _Setting(
+        "price_per_mtok",
+        _prices,
+        None,
+        ("ORCHESTRATOR_PRICE_PER_MTOK",),
+        help="Dollars per million tokens 'in,out,cache_read,cache_write' [the model's list "
+        "price from the built-in table].",
+    ),
+    _Setting(
+        "base_url",
+        _url,
+        None,
+        ("ANTHROPIC_BASE_URL",),
+        help="Messages-API endpoint (a proxy, a gateway, the loopback test server).",
+    ),
+    _Setting(
+        "api_key",
+        _text,
+        None,
+        ("ANTHROPIC_API_KEY",),
+        secret=True,
+        help="API key, sent as x-api-key (environment only).",
+    ),
+    _Setting(
+        "auth_token",
+        _text,
+        None,
+        ("ANTHROPIC_AUTH_TOKEN",),
+        secret=True,
+        help="Bearer token, sent as Authorization (environment only).",
+    ),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
 #: Settings a config file may not hold: a key in a file checked into a repo is a leak.
-_NOT_IN_FILE = frozenset({"api_key"})
+_NOT_IN_FILE = frozenset(setting.name for setting in SETTINGS if setting.secret)
 
 
 @attrs.frozen
@@ -133,11 +301,28 @@ class Config:
         rows = []
         for setting in SETTINGS:
             value = self.values[setting.name]
-            text = "(not set)" if value is None else str(value)
+            text = "(not set)" if value is None else _shown_value(value)
             if setting.secret and value is not None:
                 text = mask(str(value))
             rows.append((setting.name, text, self.sources[setting.name]))
         return rows
+
+
+def _shown_value(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(f"{part:g}" if isinstance(part, float) else str(part) for part in value)
+    return str(value)
+
+
+def user_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """The per-user config file: ``$ORCHESTRATOR_CONFIG_DIR/config.toml`` or the platform's."""
+    env = os.environ if env is None else env
+    folder = env.get(CONFIG_DIR_VARIABLE)
+    if folder:
+        return Path(folder) / USER_CONFIG_FILE
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("orchestrator")) / USER_CONFIG_FILE
 
 
 def mask(secret: str) -> str:
@@ -153,16 +338,19 @@ def load_config(
     """Resolve every setting; flags with the value None count as not given."""
     env = os.environ if env is None else env
     file_values, file_name = _read_file(workdir / CONFIG_FILE)
+    user_values, user_name = _read_file(user_config_path(env))
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for setting in SETTINGS:
         candidates: list[tuple[str, object]] = []
         flag = (flags or {}).get(setting.name)
         if flag is not None:
-            candidates.append((f"--{setting.name.replace('_', '-')}", flag))
+            candidates.append((setting.flag, flag))
         candidates.extend((var, env[var]) for var in setting.env if env.get(var))
         if setting.name in file_values:
             candidates.append((f"{file_name} [{setting.name}]", file_values[setting.name]))
+        if setting.name in user_values:
+            candidates.append((f"{user_name} [{setting.name}]", user_values[setting.name]))
         if not candidates:
             values[setting.name], sources[setting.name] = setting.default, "default"
             continue
@@ -190,7 +378,8 @@ def _read_file(path: Path) -> tuple[Mapping[str, Any], str]:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     for key in data:
         if key in _NOT_IN_FILE:
-            raise ConfigError(f"{path}: {key} does not belong in a file; use ANTHROPIC_API_KEY")
+            variable = _BY_NAME[key].env[0]
+            raise ConfigError(f"{path}: {key} does not belong in a file; use {variable}")
         if key not in _BY_NAME:
             known = ", ".join(s.name for s in SETTINGS if s.name not in _NOT_IN_FILE)
             raise ConfigError(f"{path}: unknown setting {key!r}; known settings: {known}")

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
@@ -47,7 +48,9 @@ class View(Protocol):
         ...
 
 
-def choose_view(*, quiet: bool, as_json: bool, stream: TextIO | None = None) -> View:
+def choose_view(
+    *, quiet: bool, as_json: bool, stream: TextIO | None = None, verbose: bool = False
+) -> View:
     """``--json`` and ``--quiet`` first; then live on a colour terminal, plain otherwise."""
     stream = stream or sys.stdout
     if as_json:
@@ -55,8 +58,28 @@ def choose_view(*, quiet: bool, as_json: bool, stream: TextIO | None = None) -> 
     if quiet:
         return PlainView(stream, quiet=True)
     if stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb":
-        return LiveView(Console(file=stream))
-    return PlainView(stream)
+        return LiveView(Console(file=stream), verbose=verbose)
+    return PlainView(stream, verbose=verbose)
+
+
+#: Lines of a tool's output shown under its result line: (head, tail), and with --verbose.
+PREVIEW_LINES = (3, 2)
+VERBOSE_PREVIEW_LINES = (40, 20)
+#: Tools whose output the view already shows another way (the plan panel).
+_NO_PREVIEW = frozenset({"todo"})
+
+
+def output_preview(output: str, *, head: int, tail: int) -> list[str]:
+    """The first ``head`` and last ``tail`` lines of a tool's output, with a count of the rest."""
+    lines = output.rstrip("\n").splitlines()
+    if len(lines) <= head + tail + 1:
+        return lines
+    hidden = len(lines) - head - tail
+    return [
+        *lines[:head],
+        f"… {hidden} more lines (--verbose shows more, `show` all)",
+        *lines[-tail:],
+    ]
 
 
 # --- the lines every view shares -------------------------------------------------------------
@@ -65,8 +88,9 @@ def choose_view(*, quiet: bool, as_json: bool, stream: TextIO | None = None) -> 
 class _EventLines:
     """Turns events into (text, style) lines; the views decide how to show them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, verbose: bool = False) -> None:
         self._calls: dict[str, Mapping[str, Any]] = {}
+        self._head, self._tail = VERBOSE_PREVIEW_LINES if verbose else PREVIEW_LINES
 
     def lines(self, event: Mapping[str, Any]) -> list[tuple[str, str]]:
         name = event.get("event")
@@ -82,9 +106,13 @@ class _EventLines:
                 f"{event['duration_ms']:.0f} ms  {'ok' if ok else 'error'}"
             )
             out = [(head, "green" if ok else "red")]
-            first_line = next(iter(str(event["output"]).splitlines()), "")
-            if not ok and first_line:
-                out.append(("    " + first_line, "red dim"))
+            if event["name"] in _NO_PREVIEW:
+                first_line = next(iter(str(event["output"]).splitlines()), "")
+                if not ok and first_line:
+                    out.append(("    " + first_line, "red dim"))
+                return out
+            shown = output_preview(str(event["output"]), head=self._head, tail=self._tail)
+            out.extend(("    │ " + line, "dim" if ok else "red dim") for line in shown)
             return out
         if name == "audit.reminder":
             text = f"⚑ reminder: the plan has not changed for {event['rounds_since_update']} rounds"
@@ -116,10 +144,12 @@ class _EventLines:
 class PlainView:
     """Plain text with no escape codes, fit for pipes, logs and ``NO_COLOR``."""
 
-    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, quiet: bool = False, verbose: bool = False
+    ) -> None:
         self._stream = stream or sys.stdout
         self._quiet = quiet
-        self._lines = _EventLines()
+        self._lines = _EventLines(verbose=verbose)
         self._midline = False
 
     def __enter__(self) -> PlainView:
@@ -213,9 +243,10 @@ _MARKERS = {
 class LiveView:
     """A rich plan panel pinned to the bottom of the terminal; events scroll above it."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, *, verbose: bool = False) -> None:
         self._console = console
-        self._lines = _EventLines()
+        self._lines = _EventLines(verbose=verbose)
+        self._activity = Activity()
         self._items: tuple[PlanItem, ...] = ()
         self._partial = ""
         self._spinner = Spinner("dots", style="cyan")
@@ -259,6 +290,7 @@ class LiveView:
     def __call__(self, event: Mapping[str, Any]) -> None:
         if event.get("event") == "plan.updated":
             self._items = items_from_dicts(event["items"])
+        self._activity.follow(event)
         lines = self._lines.lines(event)
         if lines:
             self._flush_partial()
@@ -275,7 +307,37 @@ class LiveView:
         if self._partial:
             parts.append(Text(self._partial))
         parts.append(plan_panel(self._items, self._spinner))
+        doing = self._activity.describe()
+        if doing:
+            parts.append(Text(doing, style="cyan"))
         return Group(*parts)
+
+
+class Activity:
+    """What the run is waiting on right now, and for how long: the model, or a running tool."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self._clock = clock
+        self._what = ""
+        self._since = 0.0
+
+    def follow(self, event: Mapping[str, Any]) -> None:
+        name = event.get("event")
+        if name == "model.request":
+            self._start("waiting for the model…")
+        elif name == "tool.call":
+            args = describe_arguments(event.get("input", {}), limit=100)
+            self._start(f"running {event.get('name')} {args} …")
+        elif name in ("model.response", "tool.result", "run.finished"):
+            self._what = ""
+
+    def _start(self, what: str) -> None:
+        self._what, self._since = what, self._clock()
+
+    def describe(self) -> str:
+        if not self._what:
+            return ""
+        return f"{self._what} {self._clock() - self._since:.0f} s"
 
 
 def plan_panel(items: Sequence[PlanItem], spinner: Spinner | None = None) -> Panel:

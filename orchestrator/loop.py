@@ -260,8 +260,9 @@ class Loop:
             self._machine.fire(run, "start")
             while run.state not in FINAL_LOOP_STATES:
                 self._step(run)
-        except KeyboardInterrupt:
-            run.reason = "interrupted by the user"
+        except KeyboardInterrupt as stop:
+            # A stop signal arrives as a KeyboardInterrupt that names itself (SIGTERM, SIGHUP).
+            run.reason = str(stop) or "interrupted by the user"
             self._machine.fire(run, "interrupt")
         finally:
             self._machine.remove_model(run)

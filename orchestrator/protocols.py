@@ -126,7 +126,18 @@ class EventLog(Protocol):
     def info(self, event: str, *args: Any, **fields: Any) -> Any: ...
 
 
-class Approver(Protocol):
-    """Decides whether a side-effecting tool call may run (a terminal prompt, ``--yes``, deny)."""
+@attrs.frozen
+class Refusal:
+    """An approver's no, with the text the model gets (it starts ``Error:``)."""
 
-    def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool: ...
+    message: str
+
+
+class Approver(Protocol):
+    """Decides whether a side-effecting tool call may run (a terminal prompt, ``--yes``, deny).
+
+    True runs the call; a :class:`Refusal` says why not in words the model can act on; False
+    is a refusal with the registry's generic text.
+    """
+
+    def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool | Refusal: ...

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from orchestrator.protocols import Approver, JSONObject, Tool, ToolError, ToolResult
+from orchestrator.protocols import Approver, JSONObject, Refusal, Tool, ToolError, ToolResult
 
 #: Tools that change the machine; the registry asks the approver before running them.
 SIDE_EFFECT_TOOLS = frozenset({"bash", "write_file", "edit_file"})
@@ -279,15 +279,15 @@ class ToolRegistry:
         problem = _schema_problem(name, schema, arguments)
         if problem:
             return _error(problem)
-        if (
-            name in self.needs_approval
-            and self.approver is not None
-            and not self.approver(name, arguments)
-        ):
-            return _error(
-                f"Error: the user declined to run {name}; do not retry the same call, "
-                "ask the user what they want or take another approach"
-            )
+        if name in self.needs_approval and self.approver is not None:
+            verdict = self.approver(name, arguments)
+            if isinstance(verdict, Refusal):
+                return _error(verdict.message)
+            if verdict is not True:
+                return _error(
+                    f"Error: {name} was not approved, so it did not run; do not retry the same "
+                    "call: take another approach, or say in your answer what is left undone"
+                )
         try:
             return tool.run(arguments)
         except ToolError as error:

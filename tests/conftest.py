@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 _KINDS = ("fault", "hostile", "escape", "lost")
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+_OWN_HOME = pytest.StashKey[Path]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,6 +30,20 @@ def pytest_configure(config: pytest.Config) -> None:
     for name in list(os.environ):
         if name.lower() in _PROXY_VARIABLES:
             del os.environ[name]
+    # Per-user config, state (traces, sessions, chat history) and cache go to a throwaway home,
+    # so no test reads the developer's settings or writes into their real home directory.
+    if "ORCHESTRATOR_TEST_HOME" not in os.environ:
+        home = Path(tempfile.mkdtemp(prefix="orchestrator-test-home-"))
+        os.environ["ORCHESTRATOR_TEST_HOME"] = str(home)
+        config.stash[_OWN_HOME] = home
+        for variable in ("XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
+            os.environ[variable] = str(home / variable.lower())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    home = config.stash.get(_OWN_HOME, None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 class HardeningRecorder:

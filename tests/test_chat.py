@@ -29,7 +29,7 @@ def _server(*turns: dict[str, Any]) -> MessagesServer:
     return MessagesServer(parse_script({"name": "chat", "turns": list(turns)}, source="chat.json"))
 
 
-def _env(server: MessagesServer) -> dict[str, str]:
+def _env(server: MessagesServer, state: Path | None = None) -> dict[str, str]:
     env = {
         name: value
         for name, value in os.environ.items()
@@ -43,6 +43,8 @@ def _env(server: MessagesServer) -> dict[str, str]:
         NO_COLOR="1",
         TERM="dumb",
     )
+    if state is not None:
+        env["ORCHESTRATOR_STATE_DIR"] = str(state)
     return env
 
 
@@ -59,11 +61,16 @@ def workdir(tmp_path: Path) -> Path:
     return path
 
 
-def _start_chat(server: MessagesServer, workdir: Path) -> pexpect.spawn:
+def _state(workdir: Path) -> Path:
+    """Each chat's own per-user state directory (history, traces), beside its work directory."""
+    return workdir.parent / f"{workdir.name}-state"
+
+
+def _start_chat(server: MessagesServer, workdir: Path, *flags: str) -> pexpect.spawn:
     return pexpect.spawn(
         sys.executable,
-        ["-m", "orchestrator", "chat", "--yes", "--workdir", str(workdir)],
-        env=_env(server),
+        ["-m", "orchestrator", "chat", "--yes", "--workdir", str(workdir), *flags],
+        env=_env(server, _state(workdir)),
         encoding="utf-8",
         timeout=TIMEOUT,
         dimensions=(40, 200),
@@ -71,7 +78,7 @@ def _start_chat(server: MessagesServer, workdir: Path) -> pexpect.spawn:
 
 
 def _wait_for_prompt(child: pexpect.spawn) -> None:
-    child.expect_exact("/exit (or an empty line) to leave")
+    child.expect_exact("/exit to leave")
     child.expect_exact(PROMPT)
 
 
@@ -79,6 +86,16 @@ def _spawn_chat(server: MessagesServer, workdir: Path) -> pexpect.spawn:
     child = _start_chat(server, workdir)
     _wait_for_prompt(child)
     return child
+
+
+def _at_prompt(child: pexpect.spawn) -> None:
+    """Wait for the prompt and for the terminal to be in its raw mode.
+
+    The prompt is printed just before prompt_toolkit switches the terminal to raw mode; a
+    Ctrl-D or Ctrl-C sent in that moment would be read by the cooked terminal instead.
+    """
+    child.expect_exact(PROMPT)
+    time.sleep(0.3)
 
 
 def _ended(child: pexpect.spawn) -> int:
@@ -158,7 +175,7 @@ def test_chat_keeps_the_plan_across_turns_and_answers_slash_commands(workdir: Pa
         child.expect_exact(PROMPT)
 
         child.sendline("/reset")
-        child.expect_exact("plan cleared")
+        child.expect_exact("conversation and plan cleared")
         child.expect_exact(PROMPT)
         child.sendline("/plan")
         child.expect_exact("No todos.")
@@ -174,35 +191,52 @@ def test_chat_keeps_the_plan_across_turns_and_answers_slash_commands(workdir: Pa
     assert second_task[0]["content"][0]["text"] == "Plan the greeting work"
     assert second_task[-1]["content"][-1]["text"] == "Finish the greeting work"
 
-    history = (workdir / ".orchestrator" / "chat_history").read_text(encoding="utf-8")
+    history = (_state(workdir) / "chat_history").read_text(encoding="utf-8")
     assert "Plan the greeting work" in history
     assert "/reset" in history
-    (trace,) = (workdir / ".orchestrator" / "traces").glob("*.jsonl")
+    # The work directory stays clean: the trace is in the per-user state directory.
+    assert list(workdir.iterdir()) == []
+    (trace,) = (_state(workdir) / "sessions").glob("*/*.jsonl")
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     finished = [event for event in events if event["event"] == "run.finished"]
     assert [event["status"] for event in finished] == ["done", "done"]
     assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
 
 
-def test_an_empty_line_or_eof_ends_the_chat(tmp_path: Path) -> None:
+def test_an_empty_line_does_nothing_and_eof_or_ctrl_c_leave_without_a_trace(
+    tmp_path: Path,
+) -> None:
     with _server({"text": "unused"}) as server:
-        # Two sessions side by side: most of each one's time is the SDK's import.
+        # Sessions side by side: most of each one's time is the SDK's import.
         children = {}
-        for leave in ("empty line", "end of file"):
+        for leave in ("eof", "ctrl-c"):
             (tmp_path / leave).mkdir()
             children[leave] = _start_chat(server, tmp_path / leave)
         for leave, child in children.items():
             _wait_for_prompt(child)
+            child.sendline("")
+            child.expect_exact(PROMPT)
             child.sendline("/plan")
             child.expect_exact("No todos.")
-            child.expect_exact(PROMPT)
-            if leave == "empty line":
-                child.sendline("")
-            else:
+            _at_prompt(child)
+            if leave == "eof":
                 child.sendeof()
+            else:
+                child.send("half a thought")
+                child.sendintr()  # clears the line, the chat goes on
+                child.sendline("/help")
+                child.expect_exact("/clear")
+                _at_prompt(child)
+                child.sendintr()  # at an empty prompt: leave
         for child in children.values():
             assert _ended(child) == 0
     assert server.requests == []
+    for leave in children:
+        # A session that sent nothing leaves no trace behind.
+        assert not list((_state(tmp_path / leave) / "sessions").glob("*/*.jsonl"))
+        history = (_state(tmp_path / leave) / "chat_history").read_text(encoding="utf-8")
+        assert "/plan" in history
+        assert "half a thought" not in history
 
 
 # --- Ctrl-C --------------------------------------------------------------------------------
@@ -235,10 +269,8 @@ def sleeping_server() -> Iterator[MessagesServer]:
         yield server
 
 
-def _wait_for_bash_call(path: Path, process: subprocess.Popen[str]) -> None:
-    """Wait until the trace holds the ``tool.call`` for the bash tool: the tool is running."""
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline and process.poll() is None:
+def _bash_call_in(paths: list[Path]) -> bool:
+    for path in paths:
         lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
         for line in lines:
             try:
@@ -246,11 +278,29 @@ def _wait_for_bash_call(path: Path, process: subprocess.Popen[str]) -> None:
             except json.JSONDecodeError:
                 continue  # the line is still being written
             if event.get("event") == "tool.call" and event.get("name") == "bash":
-                return
+                return True
+    return False
+
+
+def _wait_for_bash_call(path: Path, process: subprocess.Popen[str]) -> None:
+    """Wait until the trace holds the ``tool.call`` for the bash tool: the tool is running."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and process.poll() is None:
+        if _bash_call_in([path]):
+            return
         time.sleep(0.05)
     process.kill()
     out, err = process.communicate()
     pytest.fail(f"the bash tool.call never reached the trace:\n{out}\n{err}")
+
+
+def _wait_for_chat_bash_call(workdir: Path) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if _bash_call_in(list((_state(workdir) / "sessions").glob("*/*.jsonl"))):
+            return
+        time.sleep(0.05)
+    pytest.fail("the chat's bash tool.call never reached its trace")
 
 
 def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: MessagesServer) -> None:
@@ -283,10 +333,15 @@ def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: Mess
             process.communicate()
 
     assert process.returncode == 130, err
-    # The final plan is printed last, as it stood when the run stopped.
-    assert out.rstrip().endswith(
-        "[>] #1: Wait for the build (Waiting for the build)\n\n(0/1 completed)"
-    )
+    # The final plan, as it stood when the run stopped, then the closing lines.
+    plan = "[>] #1: Wait for the build (Waiting for the build)\n\n(0/1 completed)\n"
+    assert plan in out
+    closing = out.split(plan, 1)[1].splitlines()
+    assert closing[0].startswith("interrupted · 1 rounds · tokens ")
+    assert closing[1:] == [
+        f"trace: {trace}",
+        f'resume: {sys.executable} -m orchestrator resume {trace} "next instruction"',
+    ]
     assert "orchestrator: run interrupted" in err
     assert "Traceback" not in err
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
@@ -298,3 +353,53 @@ def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: Mess
     )
     assert sleeping_server.served == 1
     _assert_requests_were_well_formed(sleeping_server)
+
+
+def test_a_paste_is_one_message_alt_enter_adds_a_line_and_ctrl_c_stops_only_the_turn(
+    workdir: Path,
+) -> None:
+    with _server(
+        {"text": "Got the pasted block."},
+        {"text": "Got two lines."},
+        {"tool_calls": [{"name": "bash", "input": {"command": "sleep 30"}}]},
+        {"text": "Back after the stop."},
+    ) as server:
+        child = _spawn_chat(server, workdir)
+        # Bracketed paste: the terminal wraps a paste in these markers; its newlines stay.
+        child.send("\x1b[200~first pasted line\nsecond pasted line\x1b[201~")
+        child.send("\r")
+        child.expect_exact("Got the pasted block.")
+        child.expect_exact(PROMPT)
+        child.send("line one")
+        child.send("\x1b\r")  # Esc Enter (what Alt-Enter sends): a new line, not a send
+        child.send("line two\r")
+        child.expect_exact("Got two lines.")
+        child.expect_exact(PROMPT)
+
+        child.sendline("Wait for something slow")
+        _wait_for_chat_bash_call(workdir)
+        time.sleep(0.5)
+        child.sendintr()
+        child.expect_exact("run interrupted")
+        child.expect_exact(PROMPT)
+        child.sendline("Go on")
+        child.expect_exact("Back after the stop.")
+        child.expect_exact(PROMPT)
+        child.sendline("/cost")
+        child.expect_exact(" rounds · tokens ")
+        child.expect_exact(PROMPT)
+        child.sendline("/model")
+        child.expect_exact("model: claude-")
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        assert _ended(child) == 0
+
+    _assert_requests_were_well_formed(server)
+    first, second = server.requests[0]["messages"], server.requests[1]["messages"]
+    assert first[-1]["content"][-1]["text"] == "first pasted line\nsecond pasted line"
+    assert second[-1]["content"][-1]["text"] == "line one\nline two"
+    assert len(server.requests) == 4
+    # The stopped turn's bash call was answered, and the next message came after it.
+    last = server.requests[3]["messages"][-1]["content"]
+    assert last[0]["type"] == "tool_result" and last[0]["is_error"] is True
+    assert last[-1]["text"] == "Go on"

@@ -282,7 +282,9 @@ def test_a_path_escape_is_refused_and_nothing_is_written_outside(tmp_path: Path)
 # --- approvals ----------------------------------------------------------------------------
 
 
-def test_without_yes_and_no_terminal_side_effects_are_refused(tmp_path: Path) -> None:
+def test_without_a_terminal_refusals_are_announced_counted_and_not_a_clean_success(
+    tmp_path: Path,
+) -> None:
     turns: list[dict[str, Any]] = [
         {
             "tool_calls": [
@@ -295,17 +297,54 @@ def test_without_yes_and_no_terminal_side_effects_are_refused(tmp_path: Path) ->
         {
             "text": "Nothing was allowed, so I stop here.",
             "expect": [
-                {"is_error": True, "contains": "declined to run bash"},
-                {"is_error": True, "contains": "declined to run write_file"},
+                {"is_error": True, "contains": "bash did not run: this session has no one"},
+                {"is_error": True, "contains": "write_file did not run"},
                 {"is_error": True, "contains": "does not exist"},
                 {"is_error": False, "contains": "(0/2 completed)"},
             ],
         },
     ]
     run = _run_task(tmp_path, turns, yes=False)
-    assert run.code == 0, run.stderr
+    # Done, but not a clean success: exit 3 says some actions never happened.
+    assert run.code == 3, run.stderr
     assert not (tmp_path / "work" / "ran.txt").exists()
     assert not (tmp_path / "work" / "new.txt").exists()
+    results = [event["output"] for event in run.events("tool.result")]
+    assert not any("declined" in output for output in results)
+    # One line at the start says nothing can be approved here, before the model is asked.
+    notice = [line for line in run.stderr.splitlines() if "no terminal to ask" in line]
+    assert len(notice) == 1
+    assert "2 action(s) refused" in run.stdout
+    assert "bash echo run > ran.txt: no terminal to ask (--approval ask)" in run.stdout
+    assert "write_file new.txt: no terminal to ask (--approval ask)" in run.stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "ran", "written", "code"),
+    [("auto", True, True, 0), ("edits", False, True, 3), ("deny", False, False, 3)],
+)
+def test_approval_modes_decide_what_runs_without_a_terminal(
+    tmp_path: Path, mode: str, ran: bool, written: bool, code: int
+) -> None:
+    turns: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {"name": "bash", "input": {"command": "echo run > ran.txt"}},
+                {"name": "write_file", "input": {"path": "new.txt", "content": "x"}},
+            ]
+        },
+        {"text": "Finished."},
+    ]
+    run = _run_task(tmp_path, turns, "--approval", mode, yes=False)
+    assert run.code == code, run.stdout + run.stderr
+    assert (tmp_path / "work" / "ran.txt").exists() == ran
+    assert (tmp_path / "work" / "new.txt").exists() == written
+    assert ("no terminal to ask" in run.stderr) == (mode == "edits")
+    if mode == "deny":
+        assert (
+            "not allowed in this session (--approval deny)"
+            in run.events("tool.result")[0]["output"]
+        )
 
 
 # --- exit codes ---------------------------------------------------------------------------

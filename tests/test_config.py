@@ -13,6 +13,7 @@ import pytest
 from orchestrator.config import CONFIG_FILE, DEFAULT_MODEL, SETTINGS, ConfigError, load_config
 
 API_KEY = "sk-ant-api03-" + "Q" * 40 + "-tail9XYZ"
+SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}
 
 
 def _toml(workdir: Path, text: str) -> Path:
@@ -190,10 +191,14 @@ def test_config_command_shows_values_and_sources_with_the_key_masked(tmp_path: P
     done = _orchestrator("config", "--workdir", str(tmp_path), env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     rows = {}
-    for line in done.stdout.splitlines():
-        match = re.fullmatch(r"(\w+) +(.+?)  \((.+)\)", line)
+    settings_part, files_part = done.stdout.split("\n\n")
+    for line in settings_part.splitlines():
+        match = re.fullmatch(r"(\w+) +(.+?)  \((.+)\)  \[env: (.+)\]", line)
         assert match, line
         rows[match[1]] = (match[2], match[3])
+        assert match[4] == ", ".join(SETTINGS_BY_NAME[match[1]].env)
+    assert f"project file: {tmp_path / CONFIG_FILE}" in files_part
+    assert "user file:" in files_part
     assert list(rows) == [setting.name for setting in SETTINGS]
     assert rows["model"] == ("file-model", f"{tmp_path / CONFIG_FILE} [model]")
     assert rows["max_rounds"] == ("7", "ORCHESTRATOR_MAX_ROUNDS")

@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 
 from orchestrator.console import (
+    Activity,
     JsonView,
     LiveView,
     PlainView,
@@ -153,23 +154,26 @@ def test_plain_view_shows_each_event_kind_as_a_person_reads_it() -> None:
     assert lines[0] == "Let me look at the code."
     assert lines[1] == "· round 1: 1234 in · 56 out · 789 cache read · 321 cache write"
     # The plan, in the board's own format, indented under the round.
-    assert lines[2:8] == [
+    assert lines[2:10] == [
         "    [x] #1: Read hello.py",
         "    [>] #2: Add type hints (Adding type hints)",
         "    [ ] #3: Run the tests",
         "",
         "    (1/3 completed)",
         "✓ bash pytest -q  42 ms  ok",
+        # The tool's output, previewed under its line (short outputs whole).
+        "    │ 3 passed",
+        "    │ in 0.1s",
     ]
     # A call and its result are one line: name, key argument, duration, ok or error.
-    assert lines[8] == "✗ read_file gone.py  2 ms  error"
-    assert lines[9] == "    Error: gone.py does not exist; check the path"
-    assert "second line" not in stream.getvalue()
-    assert lines[10] == "⚑ reminder: the plan has not changed for 3 rounds"
-    assert lines[11] == "⊘ blocked bash: repeat call"
-    assert lines[12] == "✗ bash ls  0 ms  error"
-    assert lines[14] == "run done after 5 rounds"
-    assert lines[15:] == ["All done."]
+    assert lines[10] == "✗ read_file gone.py  2 ms  error"
+    assert lines[11] == "    │ Error: gone.py does not exist; check the path"
+    assert lines[12] == "    │ second line"
+    assert lines[13] == "⚑ reminder: the plan has not changed for 3 rounds"
+    assert lines[14] == "⊘ blocked bash: repeat call"
+    assert lines[15] == "✗ bash ls  0 ms  error"
+    assert lines[17] == "run done after 5 rounds"
+    assert lines[18:] == ["All done."]
     assert stream.getvalue().endswith("All done.\n")
     # Requests and transitions are trace detail, not screen lines.
     assert not any("call_model" in line or "900" in line for line in lines)
@@ -181,7 +185,45 @@ def test_plain_view_call_line_appears_only_when_the_result_arrives() -> None:
     view(EVENTS[5])
     assert stream.getvalue() == ""
     view(EVENTS[7])
-    assert stream.getvalue() == "✓ bash pytest -q  42 ms  ok\n"
+    assert stream.getvalue() == "✓ bash pytest -q  42 ms  ok\n    │ 3 passed\n    │ in 0.1s\n"
+
+
+def test_a_long_tool_output_shows_its_first_and_last_lines_and_more_with_verbose() -> None:
+    output = "\n".join(f"line {n}" for n in range(1, 101))
+    result = {**EVENTS[7], "output": output}
+    short, long = io.StringIO(), io.StringIO()
+    for stream, verbose in ((short, False), (long, True)):
+        view = PlainView(stream, verbose=verbose)
+        view(EVENTS[5])
+        view(result)
+    assert short.getvalue().splitlines()[1:] == [
+        "    │ line 1",
+        "    │ line 2",
+        "    │ line 3",
+        "    │ … 95 more lines (--verbose shows more, `show` all)",
+        "    │ line 99",
+        "    │ line 100",
+    ]
+    shown = long.getvalue().splitlines()[1:]
+    assert shown[39] == "    │ line 40"
+    assert shown[40] == "    │ … 40 more lines (--verbose shows more, `show` all)"
+    assert shown[-1] == "    │ line 100"
+
+
+def test_the_live_activity_line_names_what_is_awaited_and_for_how_long() -> None:
+    now = [100.0]
+    activity = Activity(clock=lambda: now[0])
+    assert activity.describe() == ""
+    activity.follow({"event": "model.request", "round": 1})
+    now[0] = 112.2
+    assert activity.describe() == "waiting for the model… 12 s"
+    activity.follow({"event": "model.response", "round": 1})
+    assert activity.describe() == ""
+    activity.follow({"event": "tool.call", "name": "bash", "input": {"command": "pytest -q"}})
+    now[0] = 245.0
+    assert activity.describe() == "running bash pytest -q … 133 s"
+    activity.follow({"event": "tool.result", "name": "bash"})
+    assert activity.describe() == ""
 
 
 def test_plain_view_names_a_failed_run_and_its_reason() -> None:
@@ -211,7 +253,7 @@ def test_plain_view_strips_escape_codes_the_model_or_a_tool_sends() -> None:
     assert not ANY_ESCAPE.search(text)
     assert "\x1b" not in text
     assert "bold claim" in text
-    assert "    FAILED test_hello.py" in text
+    assert "    │ FAILED test_hello.py" in text
 
 
 def test_plain_and_json_output_has_no_escape_codes() -> None:
@@ -447,7 +489,9 @@ def test_demo_in_a_pipe_is_labelled_plain_and_says_where_things_are(tmp_path: Pa
     assert tail[1].startswith("trace: ")
     trace = Path(tail[1].removeprefix("trace: "))
     assert trace.is_file()
-    assert trace.is_relative_to(workdir)
+    # The trace lives in the per-user state directory, not in the work directory.
+    assert not trace.is_relative_to(workdir)
+    assert sorted(path.name for path in workdir.iterdir()) == ["hello.py", "test_hello.py"]
     # Run as `python -m orchestrator`, the demo says so, so the commands paste as they are.
     me = f"{shlex.quote(sys.executable)} -m orchestrator"
     assert tail[2] == f"replay it:  {me} replay {shlex.quote(str(trace))}"

@@ -618,7 +618,7 @@ def test_every_tool_use_gets_exactly_one_result_whatever_happens(tmp_path: Path)
                     {"is_error": False, "equals": "hi\n"},
                     {"is_error": True, "contains": "identical to the previous"},
                     {"is_error": True, "contains": "unknown tool"},
-                    {"is_error": True, "contains": "declined"},
+                    {"is_error": True, "contains": "not approved"},
                     {"is_error": True, "contains": "'path'"},
                     {"is_error": True, "contains": "escapes the work directory"},
                     {"is_error": True, "contains": "Only one task"},

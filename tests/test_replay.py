@@ -486,7 +486,9 @@ def test_replay_model_reruns_offline_and_reports_a_differing_result(
         trace,
         "--yes",
     )
-    assert code == 0
+    # The rerun finished, but it did not reproduce the recording: not a success.
+    assert code == 1
+    assert "2 tool result(s) differ from the recording" in err
     assert "tool result differs for toolu_01_1 (read_file)" in err
     assert "alpha beta gamma" in err  # the recorded value
     assert "delta epsilon" in err  # the value now
@@ -623,7 +625,7 @@ def test_resume_refuses_a_run_that_is_done(
 ) -> None:
     code, out, err = cli("resume", recording.trace)
     assert (code, out) == (2, "")
-    assert "nothing to resume" in err
+    assert "that run finished (done); give the next instruction" in err
 
 
 def test_replay_of_a_resumed_run_knows_its_guard_starts_fresh(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.protocols import JSONObject, ToolError, ToolResult
+from orchestrator.protocols import JSONObject, Refusal, ToolError, ToolResult
 from orchestrator.tools import (
     BashTool,
     EditFileTool,
@@ -687,11 +687,13 @@ def test_registry_asks_the_approver_only_for_side_effects(workdir: Workdir, root
     (root / "f.txt").write_text("keep", encoding="utf-8")
 
     declined = registry.dispatch("bash", {"command": "touch ran"})
-    _assert_error(declined, "Error: the user declined to run bash")
+    # A bare False says the call was not approved; it must not claim a person declined.
+    _assert_error(declined, "Error: bash was not approved, so it did not run")
+    assert "user" not in declined.text
     assert not (root / "ran").exists()
     _assert_error(
         registry.dispatch("write_file", {"path": "f.txt", "content": "lost"}),
-        "declined to run write_file",
+        "write_file was not approved",
     )
     assert (root / "f.txt").read_text(encoding="utf-8") == "keep"
 
@@ -712,7 +714,12 @@ def test_registry_runs_approved_calls_and_custom_approval_sets(
     strict = _registry(
         workdir, approver=lambda tool, arguments: False, needs_approval=frozenset({"read_file"})
     )
-    _assert_error(strict.dispatch("read_file", {"path": "ran"}), "declined to run read_file")
+    _assert_error(strict.dispatch("read_file", {"path": "ran"}), "read_file was not approved")
+    explained = _registry(workdir, approver=lambda tool, arguments: Refusal("Error: not today"))
+    assert explained.dispatch("bash", {"command": "touch x"}) == ToolResult(
+        "Error: not today", True
+    )
+    assert not (root / "x").exists()
     assert strict.dispatch("write_file", {"path": "w.txt", "content": ""}) == ToolResult(
         "Wrote 0 bytes to w.txt"
     )

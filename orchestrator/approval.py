@@ -1,0 +1,237 @@
+"""Approval of side-effecting tool calls: the four modes, the terminal prompt, the refusals.
+
+``--approval`` picks a mode: ``ask`` asks before bash and file writes, ``edits`` writes files
+without asking but asks before bash, ``auto`` (``--yes``) never asks, ``deny`` refuses them all.
+Where a mode would ask and there is no terminal, the call is refused, the run says so once at
+its start, and the model is told why in words that do not pretend a person declined. Every
+refusal is kept, so the run's closing line, its JSON result and its exit code count them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from orchestrator.guard import describe_arguments
+from orchestrator.protocols import Refusal
+
+APPROVAL_MODES = ("ask", "edits", "auto", "deny")
+EDIT_TOOLS = frozenset({"write_file", "edit_file"})
+#: Commands whose first two words make the prefix a person allows ("git status", "npm test").
+_TWO_WORD_COMMANDS = frozenset(
+    {"git", "npm", "npx", "yarn", "pnpm", "cargo", "go", "uv", "poetry", "docker", "make"}
+)
+#: A command with any of these can chain another after an allowed prefix: always asked again.
+_SHELL_CHAINING = re.compile(r"[;&|`$<>()\n\\]")
+_PREVIEW_LINES = 40
+
+
+@attrs.frozen
+class RefusedAction:
+    """One side-effecting call that did not run, and why."""
+
+    tool: str
+    target: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"tool": self.tool, "target": self.target, "reason": self.reason}
+
+
+@attrs.frozen
+class Answer:
+    """What a person said at the prompt: run it, run it for the session, or not (and why)."""
+
+    allow: bool
+    for_session: bool = False
+    feedback: str = ""
+
+
+Asker = Callable[[str, Mapping[str, Any]], Answer]
+
+
+def asks_about(mode: str) -> frozenset[str]:
+    """The tools a mode would ask a person about."""
+    if mode == "ask":
+        return frozenset({"bash", *EDIT_TOOLS})
+    if mode == "edits":
+        return frozenset({"bash"})
+    return frozenset()
+
+
+def no_terminal_notice(mode: str, *, has_terminal: bool) -> str | None:
+    """The one line a run prints at its start when it would ask but cannot."""
+    asked = asks_about(mode)
+    if has_terminal or not asked:
+        return None
+    names = ", ".join(sorted(asked))
+    return (
+        f"orchestrator: no terminal to ask for approval (--approval {mode}): {names} will be "
+        "refused; pass --yes (or --approval auto) to allow them, --approval deny to refuse quietly"
+    )
+
+
+def command_prefix(command: str) -> str:
+    """The part of a bash command that "yes for this session" remembers."""
+    words = command.split()
+    if not words:
+        return ""
+    count = 2 if words[0] in _TWO_WORD_COMMANDS and len(words) > 1 else 1
+    return " ".join(words[:count])
+
+
+@attrs.define
+class ApprovalPolicy:
+    """The approver of one session; ``refused`` lists every call it turned down."""
+
+    mode: str = attrs.field(validator=attrs.validators.in_(APPROVAL_MODES))
+    asker: Asker | None = None
+    refused: list[RefusedAction] = attrs.field(factory=list)
+    _allowed_tools: set[str] = attrs.field(factory=set)
+    _allowed_prefixes: set[str] = attrs.field(factory=set)
+
+    def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool | Refusal:
+        if self.mode == "auto" or (self.mode == "edits" and tool in EDIT_TOOLS):
+            return True
+        if self.mode == "deny":
+            return self._refuse(
+                tool,
+                arguments,
+                "refused by --approval deny",
+                f"Error: {tool} is not allowed in this session (--approval deny), so it did not "
+                "run. Do not retry it; finish what you can without it and say in your answer "
+                "what is left undone.",
+            )
+        if self._allowed_for_session(tool, arguments):
+            return True
+        if self.asker is None:
+            return self._refuse(
+                tool,
+                arguments,
+                f"no terminal to ask (--approval {self.mode})",
+                f"Error: {tool} did not run: this session has no one to approve it (no "
+                f"terminal, --approval {self.mode}). Do not retry it; finish what you can "
+                "without it and say in your answer what is left undone.",
+            )
+        answer = self.asker(tool, arguments)
+        if answer.allow:
+            if answer.for_session:
+                self._remember(tool, arguments)
+            return True
+        why = f": {answer.feedback}" if answer.feedback else ""
+        return self._refuse(
+            tool,
+            arguments,
+            "declined at the prompt" + why,
+            f"Error: the user declined to run {tool}{why}. Do not retry the same call; "
+            "take their answer into account or ask them what they want.",
+        )
+
+    def _refuse(
+        self, tool: str, arguments: Mapping[str, Any], reason: str, message: str
+    ) -> Refusal:
+        self.refused.append(RefusedAction(tool, describe_arguments(arguments), reason))
+        return Refusal(message)
+
+    def _allowed_for_session(self, tool: str, arguments: Mapping[str, Any]) -> bool:
+        if tool != "bash":
+            return tool in self._allowed_tools
+        command = str(arguments.get("command", ""))
+        if _SHELL_CHAINING.search(command):
+            return False
+        return command_prefix(command) in self._allowed_prefixes
+
+    def _remember(self, tool: str, arguments: Mapping[str, Any]) -> None:
+        if tool == "bash":
+            self._allowed_prefixes.add(command_prefix(str(arguments.get("command", ""))))
+        else:
+            self._allowed_tools.add(tool)
+
+
+# --- the terminal prompt -----------------------------------------------------------------------
+
+
+def preview(tool: str, arguments: Mapping[str, Any], workdir: Path) -> list[tuple[str, str]]:
+    """What the prompt shows before asking, as (line, colour) pairs: a diff, content, a command."""
+    if tool == "bash":
+        return [(f"$ {arguments.get('command', '')}", "cyan")]
+    path = str(arguments.get("path", ""))
+    current = _current_text(workdir, path)
+    if tool == "write_file":
+        new = str(arguments.get("content", ""))
+        if current is None:
+            lines = new.splitlines()
+            shown = [(f"+ {line}", "green") for line in lines[:_PREVIEW_LINES]]
+            if len(lines) > _PREVIEW_LINES:
+                shown.append((f"… {len(lines) - _PREVIEW_LINES} more lines", "yellow"))
+            return [(f"new file {path} ({len(lines)} lines)", "bold"), *shown]
+        return _diff(path, current, new)
+    old_text, new_text = str(arguments.get("old_text", "")), str(arguments.get("new_text", ""))
+    if current is not None and old_text and old_text in current:
+        return _diff(path, current, current.replace(old_text, new_text, 1))
+    return _diff(path, old_text, new_text)
+
+
+def _current_text(workdir: Path, path: str) -> str | None:
+    try:
+        target = (workdir / path).resolve()
+        if not target.is_relative_to(workdir.resolve()) or not target.is_file():
+            return None
+        return target.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _diff(path: str, old: str, new: str) -> list[tuple[str, str]]:
+    lines = difflib.unified_diff(
+        old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", lineterm=""
+    )
+    shown: list[tuple[str, str]] = []
+    for line in lines:
+        colour = ""
+        if line.startswith("+") and not line.startswith("+++"):
+            colour = "green"
+        elif line.startswith("-") and not line.startswith("---"):
+            colour = "red"
+        elif line.startswith("@@"):
+            colour = "cyan"
+        shown.append((line, colour))
+    return shown or [(f"{path}: no change", "yellow")]
+
+
+def session_choice(tool: str, arguments: Mapping[str, Any]) -> str:
+    """What "yes for this session" would cover, in words."""
+    if tool == "bash":
+        return f"commands starting '{command_prefix(str(arguments.get('command', '')))}'"
+    return f"every {tool}"
+
+
+def ask_at_terminal(tool: str, arguments: Mapping[str, Any], workdir: Path) -> Answer:
+    """Show the preview and read y / a / n (with an optional reason) from the terminal."""
+    click.echo(click.style(f"{tool} {describe_arguments(arguments)}", bold=True))
+    for line, colour in preview(tool, arguments, workdir):
+        click.echo(click.style(line, fg=colour or None))
+    scope = session_choice(tool, arguments)
+    while True:
+        reply = click.prompt(
+            f"allow? [y]es, [a]lways ({scope}) this session, [n]o",
+            default="n",
+            show_default=False,
+        )
+        reply = reply.strip().lower()
+        if reply in ("y", "yes"):
+            return Answer(allow=True)
+        if reply in ("a", "always"):
+            return Answer(allow=True, for_session=True)
+        if reply in ("n", "no", ""):
+            feedback = click.prompt(
+                "tell the model why (Enter to skip)", default="", show_default=False
+            )
+            return Answer(allow=False, feedback=feedback.strip())
+        click.echo("answer y, a or n")

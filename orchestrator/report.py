@@ -1,0 +1,101 @@
+"""How a finished run is reported: closing lines, the ``--output-format json`` object, exit code.
+
+Exit codes: 0 done, 1 failed, 2 usage or input error, 3 done but some side-effecting calls were
+refused (so the work the model reports may not have happened), 130 interrupted (Ctrl-C),
+143 terminated (SIGTERM), 129 hung up (SIGHUP).
+
+The JSON object (``--output-format json``) has these keys: ``answer`` (the model's last text),
+``status`` (``done``, ``failed``, ``interrupted``), ``exit_code``, ``reason``, ``rounds``,
+``usage`` (``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
+``cache_creation_input_tokens``, summed over the session), ``cost_usd`` (null when the price is
+unknown), ``duration_s``, ``model``, ``trace`` (its path), ``resume`` (the command that continues
+the session) and ``refused_actions`` (a list of ``{tool, target, reason}``).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from orchestrator.approval import RefusedAction
+from orchestrator.pricing import Prices, UsageTotals, cost_of, format_cost, prices_for
+
+EXIT_DONE = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_INTERRUPTED = 130
+
+
+@attrs.frozen
+class RunReport:
+    """Everything the closing lines and the JSON object say about one finished run."""
+
+    status: str
+    reason: str
+    answer: str
+    rounds: int
+    totals: UsageTotals
+    model: str
+    trace: Path | None
+    refused: Sequence[RefusedAction]
+    exit_code: int
+    me: str = "orchestrator"
+    prices: Prices | None = None
+
+    @property
+    def cost(self) -> float | None:
+        return cost_of(self.totals.usage, prices_for(self.totals.model or self.model, self.prices))
+
+    @property
+    def resume_command(self) -> str:
+        if self.trace is None:
+            return ""
+        return f'{self.me} resume {shlex.quote(str(self.trace))} "next instruction"'
+
+    def closing_lines(self) -> list[str]:
+        lines = [
+            f"{self.status} · {self.rounds} rounds · {self.totals.tokens_line()} · "
+            f"{format_cost(self.cost)} · {self.totals.elapsed:.1f} s"
+        ]
+        if self.refused:
+            lines.append(
+                f"! {len(self.refused)} action(s) refused, so not everything the model reports "
+                f"happened (exit code {EXIT_REFUSED}):"
+            )
+            lines.extend(
+                f"    {action.tool} {action.target}: {action.reason}" for action in self.refused
+            )
+        if self.trace is not None:
+            lines.append(f"trace: {self.trace}")
+            lines.append(f"resume: {self.resume_command}")
+        return lines
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "answer": self.answer,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "rounds": self.rounds,
+            "usage": dict(self.totals.usage),
+            "cost_usd": None if self.cost is None else round(self.cost, 6),
+            "duration_s": round(self.totals.elapsed, 3),
+            "model": self.totals.model or self.model,
+            "trace": None if self.trace is None else str(self.trace),
+            "resume": self.resume_command,
+            "refused_actions": [action.as_dict() for action in self.refused],
+        }
+
+
+def exit_code(status: str, refused: int, interrupted_code: int = EXIT_INTERRUPTED) -> int:
+    """The process's exit code for a run that ended in ``status`` with ``refused`` refusals."""
+    if status == "done":
+        return EXIT_REFUSED if refused else EXIT_DONE
+    if status == "interrupted":
+        return interrupted_code
+    return EXIT_FAILED

@@ -1,0 +1,169 @@
+"""Where sessions live and how to find them again: the per-user state directory.
+
+Traces go to ``<state dir>/sessions/<workdir as a folder name>/<time>-<run id>.jsonl``, grouped
+by work directory as Claude Code keeps ``~/.claude/projects/``, so the user's repository stays
+clean. The state directory is ``platformdirs``' user state dir (on Linux ``$XDG_STATE_HOME/
+orchestrator`` or ``~/.local/state/orchestrator``), or ``$ORCHESTRATOR_STATE_DIR``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from orchestrator.pricing import USAGE_KEYS, Prices, cost_of, prices_for
+
+STATE_DIR_VARIABLE = "ORCHESTRATOR_STATE_DIR"
+_FOLDER_NAME_LIMIT = 80
+
+
+class SessionError(Exception):
+    """A trace place that cannot be used; ``str()`` is one line for a person."""
+
+
+def state_dir(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get(STATE_DIR_VARIABLE):
+        return Path(env[STATE_DIR_VARIABLE])
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("orchestrator"))
+
+
+def sessions_dir(env: Mapping[str, str] | None = None) -> Path:
+    return state_dir(env) / "sessions"
+
+
+def workdir_folder(workdir: Path, env: Mapping[str, str] | None = None) -> Path:
+    """The folder holding one work directory's traces: its path, made a folder name."""
+    resolved = str(workdir.resolve())
+    name = re.sub(r"[^A-Za-z0-9._]+", "-", resolved).strip("-") or "root"
+    if len(name) > _FOLDER_NAME_LIMIT:
+        digest = hashlib.sha256(resolved.encode()).hexdigest()[:10]
+        name = name[-(_FOLDER_NAME_LIMIT - 11) :] + "-" + digest
+    return sessions_dir(env) / name
+
+
+def new_trace_path(workdir: Path, run_id: str, env: Mapping[str, str] | None = None) -> Path:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return workdir_folder(workdir, env) / f"{stamp}-{run_id}.jsonl"
+
+
+def check_new_trace(path: Path, *, flag: str = "--trace") -> None:
+    """Refuse a trace place that exists already (never overwrite a run) or cannot be written."""
+    if path.exists():
+        raise SessionError(
+            f"{flag} {path}: already exists; a run never overwrites another. Pick a new path, "
+            f"or continue that session with `orchestrator resume {path}`"
+        )
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SessionError(f"{flag} {path}: cannot create its folder: {error.strerror}") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise SessionError(f"{flag} {path}: cannot write into {path.parent} (permission denied)")
+
+
+def check_trace_appendable(path: Path) -> None:
+    if not os.access(path, os.W_OK):
+        raise SessionError(f"{path}: cannot append to it (permission denied)")
+
+
+@attrs.frozen
+class SessionSummary:
+    """One session as ``orchestrator sessions`` lists it."""
+
+    path: Path
+    started: str
+    workdir: str
+    task: str
+    status: str
+    rounds: int
+    usage: Mapping[str, int]
+    cost: float | None
+
+
+def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
+    """Read one trace into a summary (``prices`` overrides the table); bad lines are skipped."""
+    started, workdir, task, model, status = "", "", "", "", "unfinished"
+    rounds = 0
+    usage = dict.fromkeys(USAGE_KEYS, 0)
+    for event in _events(path):
+        name = event.get("event")
+        if name == "run.started":
+            started = started or str(event.get("ts", ""))
+            settings = event.get("settings") or {}
+            workdir = workdir or str(settings.get("workdir", ""))
+            model = str(settings.get("model") or model)
+            if not task and event.get("task"):
+                task = str(event["task"])
+            status = "unfinished"
+        elif name == "run.finished":
+            status = str(event.get("status", "unfinished"))
+            rounds = max(rounds, int(event.get("rounds") or 0))
+        elif name == "model.response":
+            for key in USAGE_KEYS:
+                value = (event.get("usage") or {}).get(key)
+                if isinstance(value, int):
+                    usage[key] += value
+    cost = cost_of(usage, prices_for(model, prices))
+    return SessionSummary(path, started, workdir, task, status, rounds, usage, cost)
+
+
+def _events(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        with path.open(encoding="utf-8", errors="replace") as stream:
+            for line in stream:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    yield event
+    except OSError:
+        return
+
+
+def recent_traces(
+    *, workdir: Path | None = None, env: Mapping[str, str] | None = None
+) -> list[Path]:
+    """Every trace in the state directory (one work directory's, if given), newest first."""
+    root = workdir_folder(workdir, env) if workdir is not None else sessions_dir(env)
+    pattern = "*.jsonl" if workdir is not None else "*/*.jsonl"
+    found = [path for path in root.glob(pattern) if path.is_file()]
+    return sorted(found, key=lambda path: path.stat().st_mtime, reverse=True)
+
+
+def latest_trace(workdir: Path, env: Mapping[str, str] | None = None) -> Path | None:
+    traces = recent_traces(workdir=workdir, env=env)
+    return traces[0] if traces else None
+
+
+def print_sessions(workdir: Path | None, limit: int, prices: Prices | None = None) -> None:
+    """``orchestrator sessions``: one line per session, newest first, then how to resume."""
+    import click
+
+    traces = recent_traces(workdir=workdir)[:limit]
+    if not traces:
+        where = f"for {workdir.resolve()} " if workdir is not None else ""
+        click.echo(f"no sessions {where}yet (they are kept in {sessions_dir()})")
+        return
+    for path in traces:
+        summary = summarize(path, prices)
+        when = summary.started[:19].replace("T", " ") or "?"
+        cost = "?" if summary.cost is None else f"${summary.cost:.4f}"
+        task = " ".join(summary.task.split())
+        task = task if len(task) <= 48 else task[:47] + "…"
+        click.echo(
+            f"{when}  {summary.status:<11} {summary.rounds:>3} rounds  {cost:>9}  "
+            f"{summary.workdir}  {task}\n    {path}"
+        )
+    click.echo('\ncontinue one: orchestrator resume TRACE "next instruction" (or resume --last)')
