@@ -447,11 +447,26 @@ def replay(trace: Path, check: bool, as_json: bool) -> int:
     return 0 if divergence is None else 1
 
 
-@cli.command()
-@click.option("--machine", type=click.Choice(["item", "loop", "all"]), default="all")
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--machine",
+    type=click.Choice(["item", "loop", "all"]),
+    default="all",
+    help="Which machine; all gives two documents (Markdown on stdout, or two files).",
+)
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--trace", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A file (.mmd, .dot; .svg or .png rendered by Graphviz) or a folder for both machines.",
+)
+@click.option(
+    "--trace",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Highlight the states and edges this run visited.",
+)
 @click.option(
     "--write-statecharts",
     type=click.Path(file_okay=False, path_type=Path),
@@ -462,7 +477,7 @@ def diagram(
     machine: str, fmt: str, output: Path | None, trace: Path | None, write_statecharts: Path | None
 ) -> int:
     """Draw the machines from their live definitions, or one run's path through them."""
-    from orchestrator.diagram import DiagramError, render_diagram
+    from orchestrator.diagram import DiagramError, diagram_output
     from orchestrator.diagram import write_statecharts as write_all
 
     try:
@@ -470,12 +485,14 @@ def diagram(
             for path in write_all(write_statecharts):
                 click.echo(f"wrote {path}")
             return 0
-        text = render_diagram(machine, fmt, trace=trace)  # type: ignore[arg-type]
+        text, written = diagram_output(machine, fmt, trace=trace, output=output)  # type: ignore[arg-type]
     except DiagramError as error:
         raise InputError(str(error)) from None
-    if output is not None:
-        output.write_text(text, encoding="utf-8")
-    else:
+    except OSError as error:
+        raise InputError(f"--output {output}: {error.strerror}") from None
+    for path in written:
+        click.echo(f"wrote {path}")
+    if text:
         click.echo(text, nl=not text.endswith("\n"))
     return 0
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import shutil
+import subprocess
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,8 +34,8 @@ MachineName = Literal["item", "loop", "all"]
 DiagramFormat = Literal["mermaid", "dot"]
 
 DOT_PROGRAM_MISSING = (
-    "the dot format needs Graphviz's `dot` program; install graphviz "
-    "(e.g. apt-get install graphviz) or use --format mermaid"
+    "rendering an image needs Graphviz's `dot` program; install graphviz "
+    "(e.g. apt-get install graphviz), or write .mmd or .dot text instead"
 )
 GRAPHVIZ_PACKAGE_MISSING = (
     "the dot format needs the graphviz Python package; "
@@ -297,21 +298,100 @@ def render_diagram(machine: MachineName, fmt: DiagramFormat, *, trace: Path | No
         raise DiagramError(f"unknown machine {machine!r}; use item, loop or all")
     if fmt not in ("mermaid", "dot"):
         raise DiagramError(f"unknown format {fmt!r}; use mermaid or dot")
+    diagrams = list(render_machines(machine, fmt, trace=trace).values())
+    separator = "\n\n%% loop machine\n" if fmt == "mermaid" else "\n\n"
+    return separator.join(diagrams)
+
+
+def render_machines(
+    machine: MachineName, fmt: DiagramFormat, *, trace: Path | None = None
+) -> dict[str, str]:
+    """One document per machine, by name (``item``, ``loop``): each parses on its own.
+
+    Writing dot source needs the graphviz Python package (a dependency), not the ``dot``
+    program; only :func:`render_image` runs that.
+    """
+    if machine not in ("item", "loop", "all"):
+        raise DiagramError(f"unknown machine {machine!r}; use item, loop or all")
+    if fmt not in ("mermaid", "dot"):
+        raise DiagramError(f"unknown format {fmt!r}; use mermaid or dot")
     if fmt == "dot":
-        if shutil.which("dot") is None:
-            raise DiagramError(DOT_PROGRAM_MISSING)
         _require_graphviz_package()
     item_visits: _Visits | None = None
     loop_visits: _Visits | None = None
     if trace is not None:
         item_visits, loop_visits = _read_trace(trace)
-    diagrams = []
+    documents = {}
     if machine in ("item", "all"):
-        diagrams.append(_draw(_item_chart(), fmt, item_visits))
+        documents["item"] = _draw(_item_chart(), fmt, item_visits)
     if machine in ("loop", "all"):
-        diagrams.append(_draw(_loop_chart(), fmt, loop_visits))
-    separator = "\n\n%% loop machine\n" if fmt == "mermaid" else "\n\n"
-    return separator.join(diagrams)
+        documents["loop"] = _draw(_loop_chart(), fmt, loop_visits)
+    return documents
+
+
+#: Image formats ``--output`` renders through Graphviz's ``dot`` program.
+IMAGE_SUFFIXES = (".svg", ".png")
+
+
+def render_image(dot_source: str, path: Path) -> None:
+    """Render dot source to ``path`` (.svg or .png) with the ``dot`` program."""
+    program = shutil.which("dot")
+    if program is None:
+        raise DiagramError(f"{path}: {DOT_PROGRAM_MISSING}")
+    done = subprocess.run(
+        [program, f"-T{path.suffix.lstrip('.')}", "-o", str(path)],
+        input=dot_source.encode("utf-8"),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        first = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[0]
+        raise DiagramError(f"{path}: dot failed: {first}")
+
+
+_SUFFIXES = {"mermaid": ".mmd", "dot": ".dot"}
+
+
+def diagram_output(
+    machine: MachineName, fmt: DiagramFormat, *, trace: Path | None, output: Path | None
+) -> tuple[str, list[Path]]:
+    """What ``orchestrator diagram`` prints and the files it writes.
+
+    One machine goes to stdout bare, or to ``output`` (a ``.svg``/``.png`` is rendered with
+    ``dot``). Two machines are two documents: with ``output`` a folder (an existing one, or a
+    path without a suffix), ``item`` and ``loop`` files in it; on stdout a Markdown document
+    with one fenced block per machine, since no single Mermaid or dot document holds both.
+    """
+    image = output is not None and output.suffix.lower() in IMAGE_SUFFIXES
+    documents = render_machines(machine, "dot" if image else fmt, trace=trace)
+    if output is None:
+        if len(documents) == 1:
+            return next(iter(documents.values())), []
+        fence = "mermaid" if fmt == "mermaid" else "dot"
+        blocks = [
+            f"## {name} machine\n\n```{fence}\n{text}\n```" for name, text in documents.items()
+        ]
+        return "\n\n".join(blocks), []
+    if output.is_dir() or not output.suffix:
+        output.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, text in documents.items():
+            path = output / f"{name}{_SUFFIXES[fmt]}"
+            path.write_text(text + "\n", encoding="utf-8")
+            written.append(path)
+        return "", written
+    if len(documents) > 1:
+        raise DiagramError(
+            f"--output {output}: one file holds one machine; pass --machine item or loop, "
+            "or --output DIR for both"
+        )
+    (text,) = documents.values()
+    if image:
+        render_image(text, output)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+    return "", [output]
 
 
 def write_statecharts(directory: Path) -> list[Path]:

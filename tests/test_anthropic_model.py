@@ -210,7 +210,7 @@ def test_nothing_listening_becomes_a_connection_error() -> None:
     with _server(ANSWER) as server:
         base_url = server.base_url
     model = AnthropicModel(api_key="test-key", base_url=base_url, max_retries=0)
-    with pytest.raises(ModelError, match="could not be reached .*check ANTHROPIC_BASE_URL"):
+    with pytest.raises(ModelError, match=r"could not be reached .*check ANTHROPIC_BASE_URL"):
         model.respond(_request(), lambda _text: None)
 
 

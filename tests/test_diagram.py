@@ -17,6 +17,7 @@ import pytest
 from orchestrator.diagram import (
     DOT_PROGRAM_MISSING,
     DiagramError,
+    diagram_output,
     render_diagram,
     write_statecharts,
 )
@@ -360,22 +361,67 @@ def test_transition_event_without_its_fields(tmp_path: Path) -> None:
     assert_one_line(error, "line 1", "plan.transition")
 
 
-def test_dot_format_without_the_dot_program(
+def test_dot_text_needs_no_dot_program_but_an_image_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(DiagramError) as error:
-        render_diagram("item", "dot")
-    assert str(error.value) == DOT_PROGRAM_MISSING
-    assert str(error.value) == (
-        "the dot format needs Graphviz's `dot` program; install graphviz "
-        "(e.g. apt-get install graphviz) or use --format mermaid"
-    )
-    # the mermaid format and writing the dot source need no dot program
+    # dot source is text: printing it needs no Graphviz program
+    assert render_diagram("item", "dot") == (STATECHARTS / "item.dot").read_text().rstrip("\n")
     assert render_diagram("item", "mermaid").startswith("stateDiagram-v2")
     written = write_statecharts(tmp_path / "out")
     assert (tmp_path / "out" / "item.dot").read_bytes() == (STATECHARTS / "item.dot").read_bytes()
     assert len(written) == len(GENERATED)
+    # an image is rendered by dot, and says so when dot is missing
+    with pytest.raises(DiagramError) as error:
+        diagram_output("loop", "mermaid", trace=None, output=tmp_path / "loop.svg")
+    assert str(error.value) == f"{tmp_path / 'loop.svg'}: {DOT_PROGRAM_MISSING}"
+    assert not (tmp_path / "loop.svg").exists()
+
+
+def test_two_machines_are_two_documents(tmp_path: Path) -> None:
+    text, written = diagram_output("all", "mermaid", trace=None, output=None)
+    assert written == []
+    blocks = re.findall(r"```mermaid\n(.*?)\n```", text, re.S)
+    assert [block + "\n" for block in blocks] == [
+        (STATECHARTS / "item.mmd").read_text(encoding="utf-8"),
+        (STATECHARTS / "loop.mmd").read_text(encoding="utf-8"),
+    ]
+    text, written = diagram_output("all", "dot", trace=None, output=tmp_path / "charts")
+    assert text == ""
+    assert written == [tmp_path / "charts" / "item.dot", tmp_path / "charts" / "loop.dot"]
+    for path in written:
+        assert path.read_bytes() == (STATECHARTS / path.name).read_bytes()
+    with pytest.raises(DiagramError, match="one file holds one machine"):
+        diagram_output("all", "mermaid", trace=None, output=tmp_path / "both.mmd")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot program is not installed")
+@pytest.mark.parametrize("suffix", [".svg", ".png"])
+def test_an_image_output_is_rendered_by_graphviz(tmp_path: Path, suffix: str) -> None:
+    target = tmp_path / f"item{suffix}"
+    assert diagram_output("item", "mermaid", trace=None, output=target) == ("", [target])
+    head = target.read_bytes()[:400]
+    assert (b"<svg" in head) if suffix == ".svg" else head.startswith(b"\x89PNG")
+
+
+def test_the_diagram_command_prints_dot_and_writes_a_folder(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "diagram", "--machine", "loop", "--format", "dot"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PATH": str(tmp_path)},  # no dot program on the PATH
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (STATECHARTS / "loop.dot").read_text(encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "diagram", "--output", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["item.mmd", "loop.mmd"]
 
 
 def test_dot_format_without_the_graphviz_package(
