@@ -92,26 +92,43 @@ def _setting_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]
         kind: click.Choice[str] | None = None
         if isinstance(setting.parse, Choice):
             kind = click.Choice(setting.parse.allowed, case_sensitive=False)
-        shown = "none" if setting.default is None else str(setting.default)
         envs = ", ".join(setting.env)
-        text = f"{setting.help} [env: {envs}]" if envs else setting.help
+        text = f"{setting.help}  [env: {envs}]" if envs else setting.help
         if setting.default is False:
             options.append(
                 click.option(setting.flag, setting.name, is_flag=True, default=None, help=text)
             )
             continue
+        if setting.default is not None:
+            text += f"  [default: {_shown_default(setting.default)}]"
         options.append(
             click.option(
                 setting.flag,
                 setting.name,
                 type=kind,
                 default=None,
-                show_default=shown,
-                metavar=None if kind else "VALUE",
+                show_default=False,
+                metavar=None if kind else _metavar(setting.default),
                 help=text,
             )
         )
     return options
+
+
+def _shown_default(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _metavar(default: object) -> str:
+    if isinstance(default, bool):
+        return "BOOL"
+    if isinstance(default, int):
+        return "N"
+    if isinstance(default, float):
+        return "SECONDS"
+    return "TEXT"
 
 
 def _setting_names() -> tuple[str, ...]:
@@ -611,9 +628,6 @@ class _Session:
                 with view.paused():
                     return ask_at_terminal(tool, arguments, workdir)
 
-        notice = no_terminal_notice(mode, has_terminal=terminal)
-        if notice:
-            click.echo(notice, err=True)
         return ApprovalPolicy(mode, asker)
 
     def _open(self) -> Loop:
@@ -664,6 +678,11 @@ class _Session:
         except OSError as error:
             raise InputError(f"{path}: cannot write the trace: {error.strerror}") from None
         self.trace_path = path
+        notice = no_terminal_notice(
+            config.approval, has_terminal=sys.stdin is not None and sys.stdin.isatty()
+        )
+        if notice:
+            click.echo(notice, err=True)
         self._loop = Loop(
             model=self.model,
             tools=self._registry(),

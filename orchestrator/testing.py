@@ -85,10 +85,13 @@ class MessagesServer:
     Use it as a context manager; inside, :attr:`base_url` is where to point the SDK. Every
     received body and its headers are kept, and every broken rule or unmet expectation is
     recorded in :attr:`violations` (the server keeps answering, so a test can look at them all).
+    With ``streams=False`` it behaves like a gateway that ignores ``"stream": true`` and
+    answers every request with one plain JSON message.
     """
 
-    def __init__(self, script: Script) -> None:
+    def __init__(self, script: Script, *, streams: bool = True) -> None:
         self._script = script
+        self._streams = streams
         self._lock = threading.Lock()
         self._position = 0
         self._served = 0
@@ -210,7 +213,7 @@ class MessagesServer:
                 # The client gave up (its timeout was shorter): the turn after this fault is
                 # left for the retry instead of being answered into a closed socket.
                 return
-        stream = body.get("stream") is True
+        stream = body.get("stream") is True and self._streams
         if isinstance(entry, Fault):
             _send_fault(handler, entry, stream=stream)
             return

@@ -333,3 +333,83 @@ def test_a_request_error_inside_the_stream_is_not_asked_again() -> None:
         str(raised.value)
         == "API error inside the response stream (invalid_request_error): Overloaded"
     )
+
+
+# --- endpoints ------------------------------------------------------------------------------
+
+
+def test_a_gateway_that_answers_a_stream_with_plain_json_is_read_as_that_message() -> None:
+    script = parse_script({"name": "gateway", "turns": [ANSWER]}, source="test")
+    chunks: list[str] = []
+    with MessagesServer(script, streams=False) as server:
+        turn = _model(server, retries=0).respond(_request(), chunks.append)
+    assert server.requests[0]["stream"] is True
+    assert "".join(chunks) == TEXT
+    assert turn.tool_uses[0]["input"] == TOOL_INPUT
+    assert turn.usage["cache_read_input_tokens"] == 100
+
+
+@contextmanager
+def _answering(status: int, content_type: str, body: bytes) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_plain_reply_that_is_not_a_message_is_one_clear_error() -> None:
+    with _answering(200, "text/html", b"<html>login page</html>") as url:
+        model = AnthropicModel(api_key="test-key", base_url=url, max_retries=0)
+        with pytest.raises(ModelError) as error:
+            model.respond(_request(), lambda _text: None)
+    message = str(error.value)
+    assert "answered a streaming request with text/html" in message
+    assert "ANTHROPIC_BASE_URL" in message
+    assert "\n" not in message
+
+
+def test_an_auth_token_is_sent_as_a_bearer_token() -> None:
+    with _server({"text": "hello"}) as server:
+        model = AnthropicModel(auth_token="token-123", base_url=server.base_url, max_retries=0)
+        assert model.respond(_request(), lambda _text: None).text == "hello"
+        headers = server.request_headers[0]
+    assert headers["authorization"] == "Bearer token-123"
+    assert "x-api-key" not in headers
+
+
+def test_an_unknown_model_points_at_the_model_flag() -> None:
+    body = {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-x"}}
+    with _server({"fault": "status", "status": 404, "body": body}) as server:
+        with pytest.raises(ModelError) as error:
+            _model(server, retries=0).respond(_request(), lambda _text: None)
+    assert "API error 404 (not_found_error)" in str(error.value)
+    assert "does not know model 'claude-test': pick another with --model" in str(error.value)
+
+
+def test_a_host_that_never_answers_fails_after_the_read_timeout() -> None:
+    with _server({"fault": "slow", "seconds": 5}, {"text": "too late"}) as server:
+        model = AnthropicModel(
+            api_key="test-key", base_url=server.base_url, max_retries=0, read_timeout=0.5
+        )
+        with pytest.raises(ModelError) as error:
+            model.respond(_request(), lambda _text: None)
+    assert str(error.value) == (
+        "the API sent nothing for 0.5 s (after 0 retries); raise --read-timeout for a slow "
+        "endpoint, or check ANTHROPIC_BASE_URL"
+    )

@@ -467,3 +467,179 @@ def test_the_demo_prints_commands_a_person_can_paste(monkeypatch: pytest.MonkeyP
     assert _how_i_was_called() == "orchestrator"
     monkeypatch.setattr(sys, "argv", ["/x/orchestrator/__main__.py", "demo"])
     assert _how_i_was_called().endswith(" -m orchestrator")
+
+
+# --- input, help, output formats -------------------------------------------------------------
+
+
+def _piped(args: Sequence[str], env: Mapping[str, str], cwd: Path, stdin: str) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=dict(env),
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("args", [["run", "-"], ["run"]], ids=["dash", "no-argument"])
+def test_the_task_is_read_from_piped_stdin(tmp_path: Path, args: list[str]) -> None:
+    script = parse_script({"name": "stdin", "turns": [{"text": "Read it."}]}, source="test")
+    with MessagesServer(script) as server:
+        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        done = _piped(
+            [*args, "--workdir", str(tmp_path)], env, tmp_path, "Fix the bug\nin calc.py\n"
+        )
+        requests = server.requests
+    assert done.returncode == 0, done.stderr
+    assert requests[0]["messages"][0]["content"][0]["text"] == "Fix the bug\nin calc.py"
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"), [(["run", "   "], ""), (["run", "-"], "\n  \n")], ids=["arg", "stdin"]
+)
+def test_an_empty_task_is_a_usage_error(tmp_path: Path, args: list[str], stdin: str) -> None:
+    env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL="http://127.0.0.1:9")
+    done = _piped(args, env, tmp_path, stdin)
+    assert done.returncode == 2
+    assert done.stderr == ("orchestrator: error: the task is empty; say what the agent should do\n")
+
+
+def test_bare_orchestrator_and_h_print_help_and_exit_0(tmp_path: Path) -> None:
+    env = _environment()
+    bare = _orchestrator([], env, tmp_path)
+    short = _orchestrator(["-h"], env, tmp_path)
+    assert bare.returncode == short.returncode == 0
+    assert bare.stdout == short.stdout
+    assert bare.stdout.startswith("Usage: orchestrator [OPTIONS] COMMAND [ARGS]...")
+    for command in ("run", "chat", "resume", "sessions", "show", "diagram", "config", "demo"):
+        assert f"  {command} " in bare.stdout
+    assert bare.stderr == ""
+
+
+def test_every_setting_has_a_flag_with_its_default_and_variables_in_help(tmp_path: Path) -> None:
+    from orchestrator.config import SETTINGS
+
+    done = _orchestrator(["run", "-h"], _environment(), tmp_path)
+    assert done.returncode == 0
+    text = " ".join(done.stdout.split())  # help wraps lines; compare on words
+    for setting in SETTINGS:
+        if setting.secret:
+            assert setting.flag not in text  # a key on a command line would end up in ps
+            continue
+        assert setting.flag in text, setting.name
+        for variable in setting.env:
+            assert variable in text, variable
+        if setting.default not in (None, False):
+            shown = (
+                f"{setting.default:g}" if isinstance(setting.default, float) else setting.default
+            )
+            assert f"[default: {shown}]" in text, setting.name
+
+
+def test_a_user_config_file_sits_below_the_project_file(tmp_path: Path) -> None:
+    user = tmp_path / "user-config"
+    user.mkdir()
+    (user / "config.toml").write_text("max_rounds = 7\nplan_limit = 9\n", encoding="utf-8")
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "orchestrator.toml").write_text("max_rounds = 5\n", encoding="utf-8")
+    env = _environment(ORCHESTRATOR_CONFIG_DIR=str(user))
+    done = _orchestrator(["config", "--workdir", str(project)], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = {line.split()[0]: line for line in done.stdout.splitlines() if line.strip()}
+    assert f"5  ({project / 'orchestrator.toml'} [max_rounds])" in rows["max_rounds"]
+    assert f"9  ({user / 'config.toml'} [plan_limit])" in rows["plan_limit"]
+    assert f"user file:    {user / 'config.toml'}" in done.stdout
+
+
+def test_output_format_json_prints_one_final_object(tmp_path: Path) -> None:
+    turns = [
+        {
+            "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "x"}}],
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        },
+        {"text": "Wrote a.txt.", "usage": {"input_tokens": 20, "output_tokens": 7}},
+    ]
+    run = _run_task(tmp_path, turns, "--output-format", "json", "--approval", "deny", yes=False)
+    assert run.code == 3
+    (line,) = run.stdout.splitlines()
+    result = json.loads(line)
+    assert list(result) == [
+        "answer",
+        "status",
+        "exit_code",
+        "reason",
+        "rounds",
+        "usage",
+        "cost_usd",
+        "duration_s",
+        "model",
+        "trace",
+        "resume",
+        "refused_actions",
+    ]
+    assert result["answer"] == "Wrote a.txt."
+    assert (result["status"], result["exit_code"], result["rounds"]) == ("done", 3, 2)
+    assert result["usage"]["input_tokens"] == 30
+    assert result["usage"]["output_tokens"] == 12
+    assert result["cost_usd"] > 0
+    assert result["trace"] == str(tmp_path / "t.jsonl")
+    assert result["refused_actions"] == [
+        {"tool": "write_file", "target": "a.txt", "reason": "refused by --approval deny"}
+    ]
+
+
+def test_stream_json_is_the_old_json_flag(tmp_path: Path) -> None:
+    turns = [{"text": "Hello."}]
+    for flags in (["--json"], ["--output-format", "stream-json"]):
+        run = _run_task(tmp_path, turns, *flags)
+        assert run.code == 0, run.stderr
+        events = [json.loads(line) for line in run.stdout.splitlines()]
+        assert [event["event"] for event in events][0] == "run.started"
+        assert events[-1]["event"] == "run.finished"
+        (tmp_path / "t.jsonl").unlink()
+
+
+def test_project_instructions_join_the_system_prompt_and_are_announced(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "AGENTS.md").write_text("Run tests with `make check`.\n", encoding="utf-8")
+    (work / "CLAUDE.md").write_text("Use tabs.\n", encoding="utf-8")
+    run = _run_task(tmp_path, [{"text": "Noted."}])
+    assert run.code == 0, run.stderr
+    system = json.dumps(run.requests[0]["system"])
+    assert "Run tests with `make check`." in system
+    assert "Use tabs." in system
+    assert "project instructions: AGENTS.md, CLAUDE.md" in run.stdout
+
+
+def test_the_demo_refuses_a_workdir_holding_its_files(tmp_path: Path) -> None:
+    (tmp_path / "hello.py").write_text("mine\n", encoding="utf-8")
+    done = _orchestrator(["demo", "--workdir", str(tmp_path)], _environment(), tmp_path)
+    assert done.returncode == 2
+    assert "already holds hello.py" in done.stderr
+    assert (tmp_path / "hello.py").read_text(encoding="utf-8") == "mine\n"
+
+
+def test_a_malformed_base_url_fails_at_once_naming_the_variable(tmp_path: Path) -> None:
+    env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL="not-a-url")
+    done = _orchestrator(["run", "task", "--workdir", str(tmp_path)], env, tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "orchestrator: error: ANTHROPIC_BASE_URL: base_url must be an http(s) URL such as "
+        "https://api.anthropic.com, got 'not-a-url'\n"
+    )
+
+
+def test_an_auth_token_alone_is_enough(tmp_path: Path) -> None:
+    script = parse_script({"name": "token", "turns": [{"text": "Hi."}]}, source="test")
+    with MessagesServer(script) as server:
+        env = _environment(ANTHROPIC_AUTH_TOKEN="token-9", ANTHROPIC_BASE_URL=server.base_url)
+        done = _orchestrator(["run", "hello", "--workdir", str(tmp_path)], env, tmp_path)
+        headers = server.request_headers
+    assert done.returncode == 0, done.stderr
+    assert headers[0]["authorization"] == "Bearer token-9"
