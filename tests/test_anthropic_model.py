@@ -395,9 +395,11 @@ def test_an_auth_token_is_sent_as_a_bearer_token() -> None:
 
 def test_an_unknown_model_points_at_the_model_flag() -> None:
     body = {"type": "error", "error": {"type": "not_found_error", "message": "model: claude-x"}}
-    with _server({"fault": "status", "status": 404, "body": body}) as server:
-        with pytest.raises(ModelError) as error:
-            _model(server, retries=0).respond(_request(), lambda _text: None)
+    with (
+        _server({"fault": "status", "status": 404, "body": body}) as server,
+        pytest.raises(ModelError) as error,
+    ):
+        _model(server, retries=0).respond(_request(), lambda _text: None)
     assert "API error 404 (not_found_error)" in str(error.value)
     assert "does not know model 'claude-test': pick another with --model" in str(error.value)
 

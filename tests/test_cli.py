@@ -557,7 +557,7 @@ def test_a_user_config_file_sits_below_the_project_file(tmp_path: Path) -> None:
 
 
 def test_output_format_json_prints_one_final_object(tmp_path: Path) -> None:
-    turns = [
+    turns: list[dict[str, Any]] = [
         {
             "tool_calls": [{"name": "write_file", "input": {"path": "a.txt", "content": "x"}}],
             "usage": {"input_tokens": 10, "output_tokens": 5},
@@ -599,7 +599,7 @@ def test_stream_json_is_the_old_json_flag(tmp_path: Path) -> None:
         run = _run_task(tmp_path, turns, *flags)
         assert run.code == 0, run.stderr
         events = [json.loads(line) for line in run.stdout.splitlines()]
-        assert [event["event"] for event in events][0] == "run.started"
+        assert events[0]["event"] == "run.started"
         assert events[-1]["event"] == "run.finished"
         (tmp_path / "t.jsonl").unlink()
 
