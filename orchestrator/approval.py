@@ -10,6 +10,7 @@ refusal is kept, so the run's closing line, its JSON result and its exit code co
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -205,6 +206,14 @@ def _diff(path: str, old: str, new: str) -> list[tuple[str, str]]:
     return shown or [(f"{path}: no change", "yellow")]
 
 
+def _styled(line: str, colour: str) -> str:
+    if not colour or os.environ.get("NO_COLOR"):
+        return line
+    if colour == "bold":
+        return click.style(line, bold=True)
+    return click.style(line, fg=colour)
+
+
 def session_choice(tool: str, arguments: Mapping[str, Any]) -> str:
     """What "yes for this session" would cover, in words."""
     if tool == "bash":
@@ -214,9 +223,9 @@ def session_choice(tool: str, arguments: Mapping[str, Any]) -> str:
 
 def ask_at_terminal(tool: str, arguments: Mapping[str, Any], workdir: Path) -> Answer:
     """Show the preview and read y / a / n (with an optional reason) from the terminal."""
-    click.echo(click.style(f"{tool} {describe_arguments(arguments)}", bold=True))
+    click.echo(_styled(f"{tool} {describe_arguments(arguments)}", "bold"))
     for line, colour in preview(tool, arguments, workdir):
-        click.echo(click.style(line, fg=colour or None))
+        click.echo(_styled(line, colour))
     scope = session_choice(tool, arguments)
     while True:
         reply = click.prompt(

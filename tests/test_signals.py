@@ -1,0 +1,90 @@
+"""SIGTERM and SIGHUP end a run like Ctrl-C: tools killed, trace closed, exit 143 or 129.
+
+A real ``orchestrator run`` subprocess runs a bash call that sleeps (with a child of its own in
+the background); the signal arrives while it runs. Survivors are looked for by a unique number
+in their command line, since the tool's processes live in their own session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from orchestrator.script import parse_script
+from orchestrator.signals import EXIT_BY_SIGNAL
+from orchestrator.testing import MessagesServer
+from tests.test_chat import _env, _wait_for_bash_call
+
+
+def _survivors(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in command:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_kills_the_tool_closes_the_trace_and_exits_128_plus_n(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    marker = f"30.{uuid.uuid4().int % 10**9:09d}"
+    command = f"sleep {marker} & sleep {marker}"
+    script = parse_script(
+        {
+            "name": "stop",
+            "turns": [
+                {"tool_calls": [{"name": "bash", "input": {"command": command}}]},
+                {"text": "never reached"},
+            ],
+        },
+        source="test",
+    )
+    trace = tmp_path / "run.jsonl"
+    with MessagesServer(script) as server:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", "run", "Wait", "--yes"]
+            + ["--workdir", str(tmp_path), "--trace", str(trace)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(server),
+        )
+        try:
+            _wait_for_bash_call(trace, process)
+            deadline = time.monotonic() + 10
+            while not _survivors(marker) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _survivors(marker), "the command never started"
+            process.send_signal(stop)
+            out, err = process.communicate(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert process.returncode == EXIT_BY_SIGNAL[stop], err
+    assert "Traceback" not in err
+    name = "terminated (SIGTERM)" if stop == signal.SIGTERM else "hung up (SIGHUP)"
+    assert f"orchestrator: run interrupted: {name}" in err
+    assert _survivors(marker) == []
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert events[-1]["event"] == "run.finished"
+    assert (events[-1]["status"], events[-1]["reason"]) == ("interrupted", name)
+    assert f"trace: {trace}" in out
+    # The process group leader is gone too: nothing of the run is left.
+    with pytest.raises(ProcessLookupError):
+        os.kill(process.pid, 0)
