@@ -131,8 +131,16 @@ def test_the_terminal_prompt_shows_the_change_and_takes_yes_always_and_no_with_a
     with MessagesServer(script) as server:
         child = pexpect.spawn(
             sys.executable,
-            ["-m", "orchestrator", "run", "Write greet.py", "--workdir", str(work)]
-            + ["--trace", str(tmp_path / "t.jsonl")],
+            [
+                "-m",
+                "orchestrator",
+                "run",
+                "Write greet.py",
+                "--workdir",
+                str(work),
+                "--trace",
+                str(tmp_path / "t.jsonl"),
+            ],
             env=_env(server),
             encoding="utf-8",
             timeout=30,

@@ -57,8 +57,18 @@ def test_a_stop_signal_kills_the_tool_closes_the_trace_and_exits_128_plus_n(
     trace = tmp_path / "run.jsonl"
     with MessagesServer(script) as server:
         process = subprocess.Popen(
-            [sys.executable, "-m", "orchestrator", "run", "Wait", "--yes"]
-            + ["--workdir", str(tmp_path), "--trace", str(trace)],
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "run",
+                "Wait",
+                "--yes",
+                "--workdir",
+                str(tmp_path),
+                "--trace",
+                str(trace),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
