@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo statecharts bench clean
+.PHONY: install test lint demo statecharts docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,9 @@ demo: install
 
 statecharts: install
 	$(VENV)/bin/orchestrator diagram --write-statecharts statecharts
+
+docs: install
+	$(PY) -m orchestrator.cli_docs > docs/cli.md
 
 bench: install
 	$(PY) -m orchestrator.bench

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -52,3 +56,77 @@ def test_every_quick_start_command_runs() -> None:
 def test_readme_shows_the_generated_diagram(machine: str) -> None:
     chart = (ROOT / "statecharts" / f"{machine}.mmd").read_text(encoding="utf-8").rstrip()
     assert f"```mermaid\n{chart}\n```" in README
+
+
+# --- the demo's sample output -----------------------------------------------------------------
+
+SAMPLE_HEAD, SAMPLE_TAIL = 34, 20
+SAMPLE_WORKDIR = "/tmp/orchestrator-demo-capture"
+_SAMPLE = re.compile(r"(This is what it prints.*?```text\n)(.*?)(```)", re.S)
+
+
+def demo_sample() -> str:
+    """What the README shows: the demo's head and tail, as if run in SAMPLE_WORKDIR.
+
+    The work directory's path is in the system prompt, so its length moves the token counts:
+    the demo runs in a private folder whose path is exactly as long as SAMPLE_WORKDIR.
+    """
+    scratch = Path(tempfile.mkdtemp(prefix="odc-", dir="/tmp"))
+    try:
+        return _demo_sample_in(scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _demo_sample_in(scratch: Path) -> str:
+    workdir = scratch / ("w" * (len(SAMPLE_WORKDIR) - len(str(scratch)) - 1))
+    assert len(str(workdir)) == len(SAMPLE_WORKDIR)
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "demo",
+            "--workdir",
+            str(workdir),
+            "--trace",
+            str(workdir / "trace.jsonl"),
+        ],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "NO_COLOR": "1"},
+    )
+    text = done.stdout.replace(str(workdir), SAMPLE_WORKDIR)
+    text = text.replace(f"{shlex.quote(sys.executable)} -m orchestrator", "orchestrator")
+    lines = text.rstrip("\n").splitlines()
+    return "\n".join([*lines[:SAMPLE_HEAD], "…", *lines[-SAMPLE_TAIL:]]) + "\n"
+
+
+def _timings_blurred(text: str) -> str:
+    return re.sub(r"\b\d+ ms\b", "N ms", text)
+
+
+def test_the_readme_sample_is_what_the_demo_prints() -> None:
+    match = _SAMPLE.search(README)
+    assert match is not None, "no sample block after 'This is what it prints'"
+    assert _timings_blurred(match.group(2)) == _timings_blurred(demo_sample()), (
+        "the README's demo sample is stale: run `python -m tests.test_readme`"
+    )
+
+
+def _regenerate() -> None:
+    sample = demo_sample()
+    text = _SAMPLE.sub(lambda m: m.group(1) + sample + m.group(3), README, count=1)
+    (ROOT / "README.md").write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    _regenerate()
