@@ -46,7 +46,7 @@ def render_reference(group: click.Group) -> str:
 
 def _command(command: click.Command, path: str, parent: click.Context) -> list[str]:
     context = click.Context(
-        command, info_name=path.split()[-1], parent=parent, **command.context_settings
+        command, info_name=path.rsplit(maxsplit=1)[-1], parent=parent, **command.context_settings
     )
     usage = " ".join(command.collect_usage_pieces(context))
     lines = [f"## `{path}`", "", f"`{path} {usage}`", ""]
