@@ -243,7 +243,7 @@ def parse_script(data: object, *, source: str) -> Script:
 
 def check_expectations(turn: ScriptedTurn, request: Mapping[str, Any]) -> list[str]:
     """Compare ``turn``'s expectations with the request it answers; one string per mismatch."""
-    results, trailing_texts, leading_texts = _last_user_message_parts(request)
+    results, trailing_texts, leading_texts = last_user_message_parts(request)
     mismatches: list[str] = []
     if turn.expect is not None:
         if len(results) != len(turn.expect):
@@ -517,7 +517,7 @@ def _reject_unknown(raw: Mapping[str, Any], allowed: frozenset[str], prefix: str
             )
 
 
-def _last_user_message_parts(
+def last_user_message_parts(
     request: Mapping[str, Any],
 ) -> tuple[list[JSONObject], list[str], list[str]]:
     """Split the request's last user message into tool results and the texts after and before.
