@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from orchestrator.eval.arms import parse_arms
@@ -120,3 +121,14 @@ def test_an_eval_killed_midway_resumes_without_losing_or_repeating_a_run(tmp_pat
     keys = [row_key(json.loads(line)) for line in after.splitlines()]
     assert len(keys) == 16 and len(set(keys)) == 16, "a run is missing or ran twice"
     assert "16 runs" in done.stdout
+
+
+def test_a_process_pool_plugs_in_as_the_executor(tmp_path: Path) -> None:
+    suite = load_suite(bundled_suite_path()).select(("add-validation",))
+    store = ResultsStore(tmp_path / "out")
+    specs = plan_runs(
+        suite, parse_arms("board,no-board"), 1, store, model=ModelChoice("diligent", "d")
+    )
+    outcome = run_eval(specs, store, jobs=2, executor_factory=ProcessPoolExecutor)
+    assert outcome.recorded == 2
+    assert [row["success"] for row in store.rows()] == [True, True]

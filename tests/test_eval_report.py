@@ -82,3 +82,12 @@ def test_an_empty_results_file_reports_nothing_yet() -> None:
     text = io.StringIO()
     print_report(summarise([]), Console(file=text, color_system=None))
     assert "no results yet" in text.getvalue()
+
+
+def test_the_docs_show_the_scripted_demo_report_and_its_plot() -> None:
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    text = (docs / "eval.md").read_text(encoding="utf-8")
+    assert "(eval-demo.png)" in text
+    assert (docs / "eval-demo.png").read_bytes()[:4] == b"\x89PNG"
+    shown = text.split("```text", 1)[1].split("```", 1)[0]
+    assert shown.count("SCRIPTED MODELS") == 2 and "scripted:forgetful" in shown

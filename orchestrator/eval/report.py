@@ -187,9 +187,11 @@ def write_plot(summary: JSONObject, path: Path) -> Path:
         ]
         rates.bar(positions, values, width, yerr=errors, capsize=3, label=arm)
     rates.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
-    rates.set_ylim(0, 1.05)
+    rates.axvline(0.5, color="grey", linestyle=":", linewidth=1)  # pooled | per task
+    rates.set_ylim(0, 1.2)
+    rates.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
     rates.set_ylabel("success rate (95% Wilson interval)")
-    rates.legend(title="arm")
+    rates.legend(title="arm", loc="upper right", ncols=len(arms), fontsize="small")
     rates.set_title("success rate per arm and task")
     bottom = [0.0] * len(arms)
     for field in TOKEN_FIELDS:
