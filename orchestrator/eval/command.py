@@ -9,9 +9,9 @@ runs could not be judged (rerun the same command to retry them), 2 bad input, 13
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -34,6 +34,7 @@ from orchestrator.eval.store import PLOT_FILE, ResultsStore, StoreError
 from orchestrator.eval.suite import Suite, SuiteError, bundled_suite_path, load_suite
 from orchestrator.protocols import JSONObject
 
+F = TypeVar("F", bound=Callable[..., Any])
 #: Wide enough for the arms table when the output is not a terminal (a file, a pipe, a test).
 _REPORT_WIDTH = 150
 
@@ -51,6 +52,12 @@ class _EvalGroup(click.Group):
         if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
             args = ["run", *args]
         return super().parse_args(ctx, args)
+
+
+def _bound_option(name: str, default: float, text: str) -> Callable[[F], F]:
+    """A per-run bound: a number above 0."""
+    kind = click.FloatRange(min=0, min_open=True)
+    return click.option(name, type=kind, default=default, show_default=True, help=text)
 
 
 @click.group(name="eval", cls=_EvalGroup)
@@ -80,20 +87,8 @@ def eval_group() -> None:
 @click.option("--model", default=None, help="Model name [ANTHROPIC_MODEL].")
 @click.option("--task", "tasks", multiple=True, help="Run only this task (repeatable).")
 @click.option("--max-rounds", type=click.IntRange(min=1), default=None, help="[each task's]")
-@click.option(
-    "--max-cost",
-    type=click.FloatRange(min=0, min_open=True),
-    default=2.0,
-    show_default=True,
-    help="US dollars one run may spend before it is failed.",
-)
-@click.option(
-    "--run-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=1800.0,
-    show_default=True,
-    help="Seconds one run may take before it is failed.",
-)
+@_bound_option("--max-cost", 2.0, "US dollars one run may spend before it is failed.")
+@_bound_option("--run-timeout", 1800.0, "Seconds one run may take before it is failed.")
 @click.option(
     "--prices",
     default=None,

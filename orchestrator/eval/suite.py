@@ -40,6 +40,7 @@ import attrs
 
 from orchestrator.eval.arms import ArmError, parse_arms
 from orchestrator.protocols import JSONObject
+from orchestrator.script import reject_unknown_keys
 
 DEFAULT_MAX_ROUNDS = 30
 DEFAULT_CHECK_TIMEOUT = 120.0
@@ -143,7 +144,7 @@ def load_suite(path: Path) -> Suite:
 
 def parse_suite(data: Mapping[str, Any], *, source: str, base: Path) -> Suite:
     """Build a :class:`Suite` from decoded TOML; ``base`` is where ``files_from`` folders are."""
-    _reject_unknown(data, _SUITE_KEYS, f"{source}: ")
+    _reject_unknown_keys(data, _SUITE_KEYS, f"{source}: ")
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not name.strip():
         raise SuiteError(f"{source}: name must be a non-empty string")
@@ -177,7 +178,7 @@ def parse_suite(data: Mapping[str, Any], *, source: str, base: Path) -> Suite:
 def _parse_task(
     raw: Mapping[str, Any], prefix: str, base: Path, default_rounds: int, default_timeout: float
 ) -> Task:
-    _reject_unknown(raw, _TASK_KEYS, prefix)
+    _reject_unknown_keys(raw, _TASK_KEYS, prefix)
     name = raw.get("name")
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise SuiteError(
@@ -223,7 +224,7 @@ def _parse_steps(raw: object, prefix: str) -> tuple[Step, ...]:
         where = f"{prefix}step {number}: "
         if not isinstance(item, Mapping):
             raise SuiteError(f"{where}must be a table with title, tool and input")
-        _reject_unknown(item, _STEP_KEYS, where)
+        _reject_unknown_keys(item, _STEP_KEYS, where)
         title, tool, arguments = item.get("title"), item.get("tool"), item.get("input", {})
         if not isinstance(title, str) or not title.strip():
             raise SuiteError(f"{where}title must be a non-empty string")
@@ -271,6 +272,10 @@ def _relative_path(path: str, prefix: str) -> str:
     return pure.as_posix()
 
 
+def _reject_unknown_keys(raw: Mapping[str, Any], allowed: frozenset[str], prefix: str) -> None:
+    reject_unknown_keys(raw, allowed, prefix, SuiteError)
+
+
 def _positive_int(raw: Mapping[str, Any], key: str, default: int, prefix: str) -> int:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -283,11 +288,3 @@ def _positive_number(raw: Mapping[str, Any], key: str, default: float, prefix: s
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise SuiteError(f"{prefix}{key} must be a number of seconds above 0, got {value!r}")
     return float(value)
-
-
-def _reject_unknown(raw: Mapping[str, Any], allowed: frozenset[str], prefix: str) -> None:
-    for key in raw:
-        if key not in allowed:
-            raise SuiteError(
-                f"{prefix}{key} is not a known field (known: {', '.join(sorted(allowed))})"
-            )
