@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.cli import main
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -133,3 +135,64 @@ def test_eval_help_names_both_forms(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = _exit(["eval", "--help"], capsys)
     assert code == 0
     assert "eval report DIR" in out and "run" in out and "report" in out
+
+
+SUITE = """
+[[tasks]]
+name = "notes"
+prompt = "Write notes.txt."
+check = "test -f notes.txt"
+"""
+
+
+def _api_eval(
+    tmp_path: Path, turns: list[dict[str, object]], *args: str
+) -> tuple[subprocess.CompletedProcess[str], list[dict[str, object]]]:
+    (tmp_path / "suite.toml").write_text(SUITE, encoding="utf-8")
+    script = parse_script({"name": "eval-cli", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ORCH"))}
+        env |= {
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_BASE_URL": server.base_url,
+            "ORCHESTRATOR_MAX_RETRIES": "0",
+            "NO_COLOR": "1",
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "eval", "suite.toml", "--out", "out", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            check=False,
+        )
+        return done, server.requests
+
+
+def test_with_a_key_the_runs_go_through_the_sdk_to_the_endpoint(tmp_path: Path) -> None:
+    write = {"name": "write_file", "input": {"path": "notes.txt", "content": "n"}}
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [write]},
+        {"text": "Done."},
+        {"text": "Nothing to do."},
+    ]
+    done, requests = _api_eval(
+        tmp_path, turns, "--arms", "no-board", "--repeat", "2", "--model", "claude-eval-test"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SCRIPTED" not in done.stdout + done.stderr
+    assert {body["model"] for body in requests} == {"claude-eval-test"}
+    rows = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").open()]
+    assert [(row["repeat"], row["success"]) for row in rows] == [(0, True), (1, False)]
+    assert rows[1]["check_exit"] != 0  # the second run wrote nothing
+    assert all(row["model"] == "claude-eval-test" for row in rows)
+
+
+def test_an_endpoint_that_keeps_failing_stops_the_eval_and_records_nothing(tmp_path: Path) -> None:
+    turns: list[dict[str, object]] = [{"fault": "status", "status": 401} for _ in range(5)]
+    done, requests = _api_eval(tmp_path, turns, "--arms", "board", "--repeat", "5")
+    assert done.returncode == 1
+    assert "eval stopped: 3 runs in a row could not be judged" in done.stderr
+    assert "API error 401" in done.stderr
+    assert len(requests) == 3
+    assert (tmp_path / "out" / "results.jsonl").exists() is False
