@@ -169,3 +169,8 @@ def test_the_time_bound_and_the_stop_flag_end_a_run_before_the_next_call() -> No
     with pytest.raises(ModelError, match="interrupted"):
         stopped.respond({}, print)
     assert stopped.aborted == "the eval was interrupted"
+
+
+def test_an_unknown_model_kind_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="kind must be one of api, forgetful, diligent, got 'gpt'"):
+        ModelChoice("gpt", "x")

@@ -163,16 +163,16 @@ def run_command(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("elapsed"),
+        TextColumn("({task.fields[left]} left) elapsed"),
         TimeElapsedColumn(),
         TextColumn("eta"),
         TimeRemainingColumn(),
         console=errors,
     ) as progress:
-        bar = progress.add_task(f"eval {loaded.name}", total=len(specs))
+        bar = progress.add_task(f"eval {loaded.name}", total=len(specs), left=len(specs))
 
         def advance(done: int, total: int, row: JSONObject | None) -> None:
-            progress.update(bar, completed=done, total=total)
+            progress.update(bar, completed=done, total=total, left=total - done)
 
         outcome = run_eval(specs, store, jobs=jobs, on_progress=advance)
     _report(out, store, json_output=False)
@@ -207,7 +207,10 @@ def _report(out: Path, store: ResultsStore, *, json_output: bool) -> None:
     summary = summarise(rows, manifest.get("arms", []))
     plot = out / PLOT_FILE
     if rows:
-        write_plot(summary, plot)
+        try:
+            write_plot(summary, plot)
+        except OSError as error:
+            raise EvalInputError(f"cannot write {plot}: {error.strerror or error}") from None
     if json_output:
         click.echo(json.dumps({**summary, "plot": str(plot) if rows else None}, indent=2))
         return

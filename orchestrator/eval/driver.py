@@ -90,6 +90,17 @@ def run_eval(
     Ctrl-C stops it: runs not started are cancelled, running ones stop at their next model call,
     and neither is recorded, so the same command resumes the eval.
     """
+    with _interpreter_first_on_path():
+        return _drive(specs, store, jobs, executor_factory, on_progress)
+
+
+def _drive(
+    specs: Sequence[RunSpec],
+    store: ResultsStore,
+    jobs: int,
+    executor_factory: ExecutorFactory,
+    on_progress: Callable[[int, int, JSONObject | None], None],
+) -> EvalOutcome:
     done = store.done()
     todo = [spec for spec in specs if spec.key not in done]
     total, finished = len(specs), len(specs) - len(todo)
@@ -102,30 +113,29 @@ def run_eval(
     pending: set[Future[JSONObject]] = set()
     gave_up: str | None = None
     try:
-        with _interpreter_first_on_path():
-            for spec in todo:
-                if shares_memory:
-                    pending.add(executor.submit(execute_run, spec, stop))
-                else:
-                    pending.add(executor.submit(execute_run, spec))
-            while pending:
-                finished_now, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished_now:
-                    error = future.exception()
-                    if isinstance(error, RunAborted):
-                        aborted.append(str(error))
-                        streak += 1
-                        continue
-                    if error is not None:
-                        raise error
-                    row = future.result()
-                    store.append(row)
-                    recorded, finished, streak = recorded + 1, finished + 1, 0
-                    on_progress(finished, total, row)
-                if streak >= MAX_CONSECUTIVE_ABORTS and pending:
-                    gave_up = f"{streak} runs in a row could not be judged; last: {aborted[-1]}"
-                    _stop(executor, pending, stop)
-                    pending = set()
+        for spec in todo:
+            if shares_memory:
+                pending.add(executor.submit(execute_run, spec, stop))
+            else:
+                pending.add(executor.submit(execute_run, spec))
+        while pending:
+            finished_now, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished_now:
+                error = future.exception()
+                if isinstance(error, RunAborted):
+                    aborted.append(str(error))
+                    streak += 1
+                    continue
+                if error is not None:
+                    raise error
+                row = future.result()
+                store.append(row)
+                recorded, finished, streak = recorded + 1, finished + 1, 0
+                on_progress(finished, total, row)
+            if streak >= MAX_CONSECUTIVE_ABORTS and pending:
+                gave_up = f"{streak} runs in a row could not be judged; last: {aborted[-1]}"
+                _stop(executor, pending, stop)
+                pending = set()
     except KeyboardInterrupt:
         _stop(executor, pending, stop)
         return EvalOutcome(recorded, len(done), tuple(aborted), interrupted=True)

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from orchestrator.eval.arms import Arm, system_for
-from orchestrator.eval.scripted import scripted_model
+from orchestrator.eval.scripted import SCRIPTED_MODELS, scripted_model
 from orchestrator.eval.suite import Task
 from orchestrator.guard import canonical_call
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings
@@ -68,12 +68,18 @@ class Pricing:
 class ModelChoice:
     """Which model answers: ``api`` (the SDK) or a scripted one (``forgetful``, ``diligent``)."""
 
-    kind: str
+    kind: str = attrs.field()
     name: str
     base_url: str | None = None
     api_key: str | None = attrs.field(default=None, repr=False)
     max_retries: int = 4
     timeout: float = 600.0
+
+    @kind.validator
+    def _known_kind(self, _attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in ("api", *SCRIPTED_MODELS):
+            known = ", ".join(("api", *SCRIPTED_MODELS))
+            raise ValueError(f"kind must be one of {known}, got {value!r}")
 
     @property
     def scripted(self) -> bool:
