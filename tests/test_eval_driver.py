@@ -132,3 +132,24 @@ def test_a_process_pool_plugs_in_as_the_executor(tmp_path: Path) -> None:
     outcome = run_eval(specs, store, jobs=2, executor_factory=ProcessPoolExecutor)
     assert outcome.recorded == 2
     assert [row["success"] for row in store.rows()] == [True, True]
+
+
+def test_ctrl_c_stops_the_eval_with_130_and_keeps_what_finished(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = _orchestrator(
+        "eval", "--scripted", "--repeat", "20", "--out", str(out), "--task", "add-validation"
+    )
+    env = {**os.environ, "NO_COLOR": "1"}
+    process = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+    )
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (results.is_file() and results.stat().st_size):
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "eval interrupted; run the same command again to resume" in stderr
+    data = results.read_bytes()
+    assert data.endswith(b"\n") and 1 <= data.count(b"\n") < 40
