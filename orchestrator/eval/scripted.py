@@ -224,13 +224,13 @@ class ForgetfulModel(_Player):
         return [self._text(text), self._send(moves)]
 
     def _act(self) -> list[JSONObject]:
-        while self._cursor < len(self.steps) and self._done[self._cursor]:
-            self._cursor += 1  # back from a step it had skipped: on to the next one not done
+        self._skip_done()  # back from a step it had skipped: on to the next one not done
         roll = self._walk.random()
         if self._last_call is not None and roll < REPEAT_CHANCE:
             return [self._text("Running that again."), copy.deepcopy(self._last_call)]
         if roll < REPEAT_CHANCE + SKIP_CHANCE:
             self._cursor += 1  # forgets this step and goes on to the next
+            self._skip_done()
         if self._cursor >= len(self.steps):
             return self._wrap_up()
         step = self.steps[self._cursor]
@@ -238,6 +238,10 @@ class ForgetfulModel(_Player):
         self._cursor += 1
         self._last_call = self._call(step)
         return [self._text(f"Next: {step.title}."), self._last_call]
+
+    def _skip_done(self) -> None:
+        while self._cursor < len(self.steps) and self._done[self._cursor]:
+            self._cursor += 1
 
     def _wrap_up(self) -> list[JSONObject]:
         if self._board is not None and not self._looked_at_end:
