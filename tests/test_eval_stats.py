@@ -41,7 +41,7 @@ def test_wilson_refuses_impossible_counts(successes: int, runs: int) -> None:
     ("counts", "expected"),
     [
         # Newcombe (1998), "Interval estimation for the difference between independent
-        # proportions", method 10 (hybrid score), examples (a), (b), (c) and (f).
+        # proportions", method 10 (hybrid score), the paper's worked examples.
         ((56, 70, 48, 80), (0.2, 0.0524, 0.3339)),
         ((9, 10, 3, 10), (0.6, 0.1705, 0.8090)),
         ((6, 7, 2, 7), (0.5714, 0.0582, 0.8062)),
@@ -54,7 +54,7 @@ def test_newcombe_matches_the_published_intervals(
     assert newcombe_difference(*counts) == pytest.approx(expected, abs=5e-5)
 
 
-def test_newcombe_is_antisymmetric_and_stays_in_bounds() -> None:
+def test_newcombe_is_antisymmetric_and_stays_within_minus_one_and_one() -> None:
     difference, low, high = newcombe_difference(3, 10, 9, 10)
     assert (difference, low, high) == pytest.approx((-0.6, -0.8090, -0.1705), abs=5e-5)
     assert newcombe_difference(10, 10, 0, 10)[1:] == pytest.approx((0.6075, 1.0), abs=5e-4)
