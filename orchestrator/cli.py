@@ -32,6 +32,7 @@ from orchestrator.approval import (
 from orchestrator.config import SETTINGS, Choice, Config, ConfigError, load_config
 from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.conversation import Conversation
+from orchestrator.eval.command import eval_group
 from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
@@ -512,6 +513,9 @@ def diagram(
     if text:
         click.echo(text, nl=not text.endswith("\n"))
     return 0
+
+
+cli.add_command(eval_group)
 
 
 @cli.command(name="config", context_settings=CONTEXT_SETTINGS)
