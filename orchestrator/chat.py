@@ -19,7 +19,7 @@ import click
 
 from orchestrator.loop import RunOutcome
 from orchestrator.plan import PlanBoard
-from orchestrator.signals import StopRecord
+from orchestrator.signals import StopRecord, Stopped
 
 PROMPT = "you> "
 COMMANDS = {
@@ -70,6 +70,8 @@ def run_chat(chat: ChatSession, *, history: Path) -> int:
                 return chat.stopped.exit_code
     finally:
         chat.close()
+    if chat.stopped is not None and chat.stopped.received is not None:
+        return chat.stopped.exit_code  # SIGTERM or SIGHUP while at the prompt
     return 0
 
 
@@ -141,9 +143,9 @@ def _terminal_reader(history: Path) -> Callable[[], str | None]:
                 return session.prompt(PROMPT)
             except EOFError:
                 return None
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as stop:
                 # Ctrl-C clears a half-typed message; at an empty prompt it leaves.
-                if not session.default_buffer.text:
+                if isinstance(stop, Stopped) or not session.default_buffer.text:
                     return None
                 click.echo()
 

@@ -333,7 +333,7 @@ def chat(**kwargs: Any) -> int:
             model=options.config.model,
             clear=session.clear,
             close=session.close,
-            cost_line=lambda: session.report_for(None).closing_lines()[0],
+            cost_line=lambda: session.report_for(None).cost_line(),
             stopped=click.get_current_context().find_object(StopRecord),
         ),
         history=state_dir() / "chat_history",
@@ -750,6 +750,10 @@ class _Session:
         config = self.options.config
         workdir = Workdir(self.options.workdir, confined=config.sandbox == "workdir")
         tools = [*standard_tools(workdir, bash=not config.deny_bash), TodoTool(self.board)]
+        if config.deny_bash:
+            from orchestrator.list_files import ListFilesTool
+
+            tools.append(ListFilesTool(workdir))  # without bash, the one way to look around
         policy = None if config.approval == "auto" else self.approval
         return ToolRegistry(tools, approver=policy)
 

@@ -244,7 +244,7 @@ SETTINGS: tuple[_Setting, ...] = (
         _boolean,
         False,
         ("ORCHESTRATOR_DENY_BASH",),
-        help="Offer the model no bash tool.",
+        help="Offer the model no bash tool (it gets list_files instead).",
     ),
     _Setting(
         "price_per_mtok",

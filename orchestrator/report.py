@@ -57,11 +57,15 @@ class RunReport:
             return ""
         return f'{self.me} resume {shlex.quote(str(self.trace))} "next instruction"'
 
-    def closing_lines(self) -> list[str]:
-        lines = [
-            f"{self.status} · {self.rounds} rounds · {self.totals.tokens_line()} · "
+    def cost_line(self) -> str:
+        """Rounds, tokens, cost and time so far (chat's ``/cost``)."""
+        return (
+            f"{self.rounds} rounds · {self.totals.tokens_line()} · "
             f"{format_cost(self.cost)} · {self.totals.elapsed:.1f} s"
-        ]
+        )
+
+    def closing_lines(self) -> list[str]:
+        lines = [f"{self.status} · {self.cost_line()}"]
         if self.refused:
             lines.append(
                 f"! {len(self.refused)} action(s) refused, so not everything the model reports "

@@ -643,3 +643,19 @@ def test_an_auth_token_alone_is_enough(tmp_path: Path) -> None:
         headers = server.request_headers
     assert done.returncode == 0, done.stderr
     assert headers[0]["authorization"] == "Bearer token-9"
+
+
+def test_deny_bash_leaves_list_files_to_look_around(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / "pkg" / ".git").mkdir(parents=True)
+    (work / "pkg" / "mod.py").write_text("x = 1\n", encoding="utf-8")
+    (work / "README").write_text("hi\n", encoding="utf-8")
+    turns = [
+        _call("list_files", {"recursive": True}),
+        {"text": "Seen.", "expect": [{"is_error": False, "equals": "README\npkg/\npkg/mod.py"}]},
+    ]
+    run = _run_task(tmp_path, turns, "--deny-bash")
+    assert run.code == 0, run.stderr
+    names = [tool["name"] for tool in run.requests[0]["tools"]]
+    assert "bash" not in names
+    assert "list_files" in names

@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pexpect
 import pytest
 
 from orchestrator.script import parse_script
@@ -98,3 +99,18 @@ def test_a_stop_signal_kills_the_tool_closes_the_trace_and_exits_128_plus_n(
     # The process group leader is gone too: nothing of the run is left.
     with pytest.raises(ProcessLookupError):
         os.kill(process.pid, 0)
+
+
+def test_a_closed_terminal_ends_the_chat_with_129(tmp_path: Path) -> None:
+    from tests.test_chat import _server, _spawn_chat, _state
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with _server({"text": "unused"}) as server:
+        child = _spawn_chat(server, work)
+        time.sleep(0.3)
+        child.kill(signal.SIGHUP)
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == EXIT_BY_SIGNAL[signal.SIGHUP]
+    assert not list((_state(work) / "sessions").glob("*/*.jsonl"))
