@@ -19,7 +19,7 @@ import click
 
 from orchestrator.loop import RunOutcome
 from orchestrator.plan import PlanBoard
-from orchestrator.signals import StopRecord, Stopped
+from orchestrator.signals import Stopped, StopRecord
 
 PROMPT = "you> "
 COMMANDS = {
