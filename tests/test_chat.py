@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -303,8 +303,14 @@ def _wait_for_chat_bash_call(workdir: Path) -> None:
     pytest.fail("the chat's bash tool.call never reached its trace")
 
 
-def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: MessagesServer) -> None:
-    trace = workdir / "run.jsonl"
+def signal_during_bash(
+    server: MessagesServer,
+    workdir: Path,
+    trace: Path,
+    signum: signal.Signals,
+    ready: Callable[[], None] = lambda: None,
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Run a task whose bash call sleeps; send ``signum`` once the call (and ``ready``) ran."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -321,17 +327,23 @@ def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: Mess
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(sleeping_server),
+        env=_env(server),
     )
     try:
         _wait_for_bash_call(trace, process)
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=15)
+        ready()
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=20)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
+    return process, out, err
 
+
+def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: MessagesServer) -> None:
+    trace = workdir / "run.jsonl"
+    process, out, err = signal_during_bash(sleeping_server, workdir, trace, signal.SIGINT)
     assert process.returncode == 130, err
     # The final plan, as it stood when the run stopped, then the closing lines.
     plan = "[>] #1: Wait for the build (Waiting for the build)\n\n(0/1 completed)\n"

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -22,7 +20,7 @@ import pytest
 from orchestrator.script import parse_script
 from orchestrator.signals import EXIT_BY_SIGNAL
 from orchestrator.testing import MessagesServer
-from tests.test_chat import _env, _wait_for_bash_call
+from tests.test_chat import signal_during_bash
 
 
 def _survivors(marker: str) -> list[int]:
@@ -56,37 +54,15 @@ def test_a_stop_signal_kills_the_tool_closes_the_trace_and_exits_128_plus_n(
         source="test",
     )
     trace = tmp_path / "run.jsonl"
+
+    def command_started() -> None:
+        deadline = time.monotonic() + 10
+        while not _survivors(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _survivors(marker), "the command never started"
+
     with MessagesServer(script) as server:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "run",
-                "Wait",
-                "--yes",
-                "--workdir",
-                str(tmp_path),
-                "--trace",
-                str(trace),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(server),
-        )
-        try:
-            _wait_for_bash_call(trace, process)
-            deadline = time.monotonic() + 10
-            while not _survivors(marker) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert _survivors(marker), "the command never started"
-            process.send_signal(stop)
-            out, err = process.communicate(timeout=20)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+        process, out, err = signal_during_bash(server, tmp_path, trace, stop, command_started)
     assert process.returncode == EXIT_BY_SIGNAL[stop], err
     assert "Traceback" not in err
     name = "terminated (SIGTERM)" if stop == signal.SIGTERM else "hung up (SIGHUP)"
