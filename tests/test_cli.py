@@ -593,15 +593,25 @@ def test_output_format_json_prints_one_final_object(tmp_path: Path) -> None:
     ]
 
 
-def test_stream_json_is_the_old_json_flag(tmp_path: Path) -> None:
-    turns = [{"text": "Hello."}]
-    for flags in (["--json"], ["--output-format", "stream-json"]):
-        run = _run_task(tmp_path, turns, *flags)
-        assert run.code == 0, run.stderr
-        events = [json.loads(line) for line in run.stdout.splitlines()]
-        assert events[0]["event"] == "run.started"
-        assert events[-1]["event"] == "run.finished"
-        (tmp_path / "t.jsonl").unlink()
+@pytest.mark.parametrize("flags", [["--json"], ["--output-format", "stream-json"]])
+def test_stream_json_is_the_old_json_flag(
+    tmp_path: Path,
+    flags: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from orchestrator.cli import main
+
+    script = parse_script({"name": "stream", "turns": [{"text": "Hello."}]}, source="test")
+    with MessagesServer(script) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        with pytest.raises(SystemExit) as exited:
+            main(["run", "hi", "--yes", "--workdir", str(tmp_path), *flags])
+    assert exited.value.code == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert events[0]["event"] == "run.started"
+    assert events[-1]["event"] == "run.finished"
 
 
 def test_project_instructions_join_the_system_prompt_and_are_announced(tmp_path: Path) -> None:

@@ -543,3 +543,28 @@ def test_demo_json_streams_only_json_on_stdout(tmp_path: Path) -> None:
     assert "(5/5 completed)" in done.stderr
     assert "orchestrator replay" in done.stderr
     assert not ESCAPE.search(done.stdout + done.stderr)
+
+
+@pytest.mark.usefixtures("colour_terminal")
+def test_the_live_region_shows_what_is_awaited_under_the_plan() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=100)
+    view = LiveView(console)
+    view({"event": "tool.call", "id": "t1", "name": "bash", "input": {"command": "make test"}})
+    with console.capture() as capture:
+        console.print(view._renderable())
+    assert "running bash make test … 0 s" in ANY_ESCAPE.sub("", capture.get())
+    view(
+        {
+            "event": "tool.result",
+            "id": "t1",
+            "name": "bash",
+            "is_error": False,
+            "output": "",
+            "duration_ms": 5,
+        }
+    )
+    view({"event": "model.request", "round": 2})
+    with console.capture() as capture:
+        console.print(view._renderable())
+    assert "waiting for the model… 0 s" in ANY_ESCAPE.sub("", capture.get())
