@@ -222,7 +222,18 @@ def session_choice(tool: str, arguments: Mapping[str, Any]) -> str:
 
 
 def ask_at_terminal(tool: str, arguments: Mapping[str, Any], workdir: Path) -> Answer:
-    """Show the preview and read y / a / n (with an optional reason) from the terminal."""
+    """Show the preview and read y / a / n (with an optional reason) from the terminal.
+
+    Ctrl-C or Ctrl-D at the question interrupts the run, as anywhere else: click turns them
+    into ``Abort``, which the tool registry would otherwise report to the model as a failure.
+    """
+    try:
+        return _ask(tool, arguments, workdir)
+    except click.exceptions.Abort:
+        raise KeyboardInterrupt from None
+
+
+def _ask(tool: str, arguments: Mapping[str, Any], workdir: Path) -> Answer:
     click.echo(_styled(f"{tool} {describe_arguments(arguments)}", "bold"))
     for line, colour in preview(tool, arguments, workdir):
         click.echo(_styled(line, colour))

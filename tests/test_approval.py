@@ -177,3 +177,28 @@ def test_the_terminal_prompt_shows_the_change_and_takes_yes_always_and_no_with_a
 @pytest.mark.parametrize("mode", ["ask", "edits", "auto", "deny"])
 def test_every_mode_is_a_valid_policy(mode: str) -> None:
     assert ApprovalPolicy(mode).mode == mode
+
+
+def test_ctrl_c_at_the_question_interrupts_the_run(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "touch ran"}}]},
+        {"text": "never reached"},
+    ]
+    script = parse_script({"name": "interrupt", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "orchestrator", "run", "Touch it", "--workdir", str(tmp_path)],
+            env=_env(server, tmp_path / "state"),
+            encoding="utf-8",
+            timeout=30,
+        )
+        child.expect_exact(PROMPT)
+        child.sendintr()
+        child.expect(pexpect.EOF)
+        child.close()
+        served = server.served
+    assert child.exitstatus == 130
+    assert "run interrupted" in (child.before or "")
+    assert not (tmp_path / "ran").exists()
+    assert served == 1
