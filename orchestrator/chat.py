@@ -26,7 +26,7 @@ COMMANDS = {
     "/help": "this list",
     "/plan": "show the plan",
     "/cost": "tokens, cost and time so far",
-    "/model": "the model in use",
+    "/model": "the model in use; /model NAME switches from the next message on",
     "/clear": "forget the conversation and the plan (also /reset)",
     "/diagram": "the item machine as Mermaid",
     "/exit": "leave (also Ctrl-D, or Ctrl-C at an empty prompt)",
@@ -43,7 +43,8 @@ class ChatSession:
 
     run_turn: Callable[[str], RunOutcome]
     board: PlanBoard
-    model: str
+    model: Callable[[], str]
+    set_model: Callable[[str], None]
     clear: Callable[[], None]
     close: Callable[[], None]
     cost_line: Callable[[], str]
@@ -89,7 +90,12 @@ def _command(line: str, chat: ChatSession) -> bool:
     elif name == "/cost":
         click.echo(chat.cost_line())
     elif name == "/model":
-        click.echo(f"model: {chat.model} (start chat with --model NAME for another)")
+        wanted = line.split()[1:]
+        if len(wanted) == 1:
+            chat.set_model(wanted[0])
+            click.echo(f"model: {chat.model()} from the next message on")
+        else:
+            click.echo(f"model: {chat.model()} (/model NAME switches)")
     elif name in ("/clear", "/reset"):
         chat.clear()
         click.echo("conversation and plan cleared")

@@ -330,7 +330,8 @@ def chat(**kwargs: Any) -> int:
         ChatSession(
             run_turn=session.turn,
             board=session.board,
-            model=options.config.model,
+            model=lambda: session.model_name,
+            set_model=session.set_model,
             clear=session.clear,
             close=session.close,
             cost_line=lambda: session.report_for(None).cost_line(),
@@ -711,6 +712,25 @@ class _Session:
         if outcome.status != "done":
             click.echo(f"orchestrator: run {outcome.status}: {outcome.reason}", err=True)
         return outcome
+
+    @property
+    def model_name(self) -> str:
+        if self._loop is not None:
+            return self._loop.settings.model
+        return self.settings.model if self.settings else self.options.config.model
+
+    def set_model(self, name: str) -> None:
+        """Ask another model from the next message on (chat's ``/model NAME``)."""
+        if self._loop is not None:
+            self._loop.settings = attrs.evolve(self._loop.settings, model=name)
+        self.options = attrs.evolve(
+            self.options,
+            config=attrs.evolve(
+                self.options.config, values={**self.options.config.values, "model": name}
+            ),
+        )
+        if self.settings is not None:
+            self.settings = attrs.evolve(self.settings, model=name)
 
     def clear(self) -> None:
         """Forget the conversation and the plan (chat's /clear); the trace goes on."""

@@ -375,6 +375,7 @@ def test_a_paste_is_one_message_alt_enter_adds_a_line_and_ctrl_c_stops_only_the_
         {"text": "Got two lines."},
         {"tool_calls": [{"name": "bash", "input": {"command": "sleep 30"}}]},
         {"text": "Back after the stop."},
+        {"text": "Another model here."},
     ) as server:
         child = _spawn_chat(server, workdir)
         # Bracketed paste: the terminal wraps a paste in these markers; its newlines stay.
@@ -403,6 +404,12 @@ def test_a_paste_is_one_message_alt_enter_adds_a_line_and_ctrl_c_stops_only_the_
         child.sendline("/model")
         child.expect_exact("model: claude-")
         child.expect_exact(PROMPT)
+        child.sendline("/model claude-other")
+        child.expect_exact("model: claude-other from the next message on")
+        child.expect_exact(PROMPT)
+        child.sendline("Once more")
+        child.expect_exact("Another model here.")
+        child.expect_exact(PROMPT)
         child.sendline("/exit")
         assert _ended(child) == 0
 
@@ -410,7 +417,8 @@ def test_a_paste_is_one_message_alt_enter_adds_a_line_and_ctrl_c_stops_only_the_
     first, second = server.requests[0]["messages"], server.requests[1]["messages"]
     assert first[-1]["content"][-1]["text"] == "first pasted line\nsecond pasted line"
     assert second[-1]["content"][-1]["text"] == "line one\nline two"
-    assert len(server.requests) == 4
+    assert len(server.requests) == 5
+    assert [body["model"] for body in server.requests][-2:] == ["claude-sonnet-5-5", "claude-other"]
     # The stopped turn's bash call was answered, and the next message came after it.
     last = server.requests[3]["messages"][-1]["content"]
     assert last[0]["type"] == "tool_result" and last[0]["is_error"] is True
