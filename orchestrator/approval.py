@@ -31,6 +31,17 @@ _TWO_WORD_COMMANDS = frozenset(
 #: A command with any of these can chain another after an allowed prefix: always asked again.
 _SHELL_CHAINING = re.compile(r"[;&|`$<>()\n\\]")
 _PREVIEW_LINES = 40
+#: Phrases only this module's refusals contain, so a trace's tool results show what was refused.
+_REFUSAL_PHRASES = (
+    " did not run: this session has no one to approve it",
+    " is not allowed in this session (--approval deny)",
+    "Error: the user declined to run ",
+)
+
+
+def is_refusal(output: str) -> bool:
+    """Whether a tool result's text is one of this module's refusals."""
+    return output.startswith("Error:") and any(phrase in output for phrase in _REFUSAL_PHRASES)
 
 
 @attrs.frozen

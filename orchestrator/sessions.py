@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from orchestrator.approval import is_refusal
 from orchestrator.pricing import USAGE_KEYS, Prices, cost_of, prices_for
 
 STATE_DIR_VARIABLE = "ORCHESTRATOR_STATE_DIR"
@@ -89,12 +90,18 @@ class SessionSummary:
     rounds: int
     usage: Mapping[str, int]
     cost: float | None
+    refused: int = 0
+
+    @property
+    def outcome(self) -> str:
+        """The status, with the refusals that keep a done run from being a clean success."""
+        return f"{self.status}, {self.refused} refused" if self.refused else self.status
 
 
 def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
     """Read one trace into a summary (``prices`` overrides the table); bad lines are skipped."""
     started, workdir, task, model, status = "", "", "", "", "unfinished"
-    rounds = 0
+    rounds = refused = 0
     usage = dict.fromkeys(USAGE_KEYS, 0)
     for event in _events(path):
         name = event.get("event")
@@ -109,13 +116,15 @@ def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
         elif name == "run.finished":
             status = str(event.get("status", "unfinished"))
             rounds = max(rounds, int(event.get("rounds") or 0))
+        elif name == "tool.result" and event.get("is_error"):
+            refused += is_refusal(str(event.get("output", "")))
         elif name == "model.response":
             for key in USAGE_KEYS:
                 value = (event.get("usage") or {}).get(key)
                 if isinstance(value, int):
                     usage[key] += value
     cost = cost_of(usage, prices_for(model, prices))
-    return SessionSummary(path, started, workdir, task, status, rounds, usage, cost)
+    return SessionSummary(path, started, workdir, task, status, rounds, usage, cost, refused)
 
 
 def _events(path: Path) -> Iterator[dict[str, Any]]:
@@ -163,7 +172,7 @@ def print_sessions(workdir: Path | None, limit: int, prices: Prices | None = Non
         task = " ".join(summary.task.split())
         task = task if len(task) <= 48 else task[:47] + "…"
         click.echo(
-            f"{when}  {summary.status:<11} {summary.rounds:>3} rounds  {cost:>9}  "
+            f"{when}  {summary.outcome:<11} {summary.rounds:>3} rounds  {cost:>9}  "
             f"{summary.workdir}  {task}\n    {path}"
         )
     click.echo('\ncontinue one: orchestrator resume TRACE "next instruction" (or resume --last)')

@@ -191,3 +191,15 @@ def test_sessions_with_none_says_where_they_are_kept(tmp_path: Path) -> None:
     done = _cli(["sessions"], _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "s")), tmp_path)
     assert done.returncode == 0
     assert done.stdout == f"no sessions yet (they are kept in {tmp_path / 's' / 'sessions'})\n"
+
+
+def test_sessions_show_the_refusals_of_a_done_run(tmp_path: Path, work: Path) -> None:
+    state = tmp_path / "state"
+    with _server(
+        {"tool_calls": [{"name": "bash", "input": {"command": "make"}}]}, {"text": "Done."}
+    ) as server:
+        env = _env(server, state)
+        ran = _cli(["run", "Build it", "--workdir", str(work)], env, tmp_path)
+        listed = _cli(["sessions", "--workdir", str(work)], env, tmp_path)
+    assert ran.returncode == 3, ran.stderr
+    assert "done, 1 refused" in listed.stdout.splitlines()[0]
