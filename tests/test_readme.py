@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -130,3 +131,37 @@ def _regenerate() -> None:
 
 if __name__ == "__main__":
     _regenerate()
+
+
+# --- the command table ------------------------------------------------------------------------
+
+
+def _command_rows() -> list[tuple[str, str]]:
+    section = README.split("## Commands", 1)[1].split("\n\n", 2)[1]
+    rows = []
+    for line in section.splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        rows.append((cells[0].strip("`"), cells[-1].strip("`")))
+    return rows
+
+
+def _help_of(words: list[str]) -> str:
+    """Parse an example down to its command (unknown flags fail) and return that command's help."""
+    from orchestrator.cli import cli
+
+    runner = CliRunner()
+    done = runner.invoke(cli, [*words, "--help"], prog_name="orchestrator", catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    return done.output
+
+
+def test_the_command_table_names_real_commands_with_examples_that_parse() -> None:
+    from orchestrator.cli import cli
+
+    rows = _command_rows()
+    assert {row[0].split()[0] for row in rows} == set(cli.commands)
+    for command, example in rows:
+        words = shlex.split(example)
+        assert words[0] == "orchestrator", example
+        usage = _help_of(words[1:]).splitlines()[0]
+        assert usage.startswith(f"Usage: orchestrator {command.split()[0]}"), (example, usage)
