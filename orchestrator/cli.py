@@ -391,7 +391,8 @@ def demo(
     say = _stderr_if(as_json)
     say(f"[SCRIPTED scenario '{script.name}': not a recording of a real model]")
     say(f"task: {DEMO_TASK}\nworkdir: {root}\n")
-    config = load_config(root, {"model": "scripted", "max_retries": 0, "approval": "auto"}, env={})
+    scripted = {"model": "scripted", "max_retries": 0, "approval": "auto"}
+    config = load_config(root, scripted, env={}, user_file=False)
     options = RunOptions(
         root.resolve(),
         config,

@@ -334,11 +334,16 @@ def load_config(
     workdir: Path,
     flags: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    user_file: bool = True,
 ) -> Config:
-    """Resolve every setting; flags with the value None count as not given."""
+    """Resolve every setting; flags with the value None count as not given.
+
+    ``user_file=False`` leaves the per-user config out (the demo must play the same anywhere).
+    """
     env = os.environ if env is None else env
     file_values, file_name = _read_file(workdir / CONFIG_FILE)
-    user_values, user_name = _read_file(user_config_path(env))
+    user_values, user_name = _read_file(user_config_path(env)) if user_file else ({}, "")
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for setting in SETTINGS:

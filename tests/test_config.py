@@ -245,3 +245,20 @@ def test_a_wrong_setting_exits_2_with_one_line(
     assert named in lines[0]
     assert "Traceback" not in done.stderr
     assert API_KEY not in done.stderr
+
+
+def test_the_user_file_is_below_the_project_file_and_can_be_left_out(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "config.toml").write_text('max_rounds = 7\nplan_policy = "lenient"\n', "utf-8")
+    _toml(tmp_path, "max_rounds = 5\n")
+    env = {"ORCHESTRATOR_CONFIG_DIR": str(user)}
+    config = load_config(tmp_path, env=env)
+    assert (config.max_rounds, config.plan_policy) == (5, "lenient")
+    assert config.sources["plan_policy"] == f"{user / 'config.toml'} [plan_policy]"
+    assert load_config(tmp_path, env=env, user_file=False).plan_policy == "strict"
+    (user / "config.toml").write_text('auth_token = "secret-value"\n', "utf-8")
+    with pytest.raises(
+        ConfigError, match="auth_token does not belong in a file; use ANTHROPIC_AUTH_TOKEN"
+    ):
+        load_config(tmp_path, env=env)
