@@ -48,6 +48,8 @@ class ChatSession:
     clear: Callable[[], None]
     close: Callable[[], None]
     cost_line: Callable[[], str]
+    #: The closing lines (totals, trace, resume command); empty when nothing was sent.
+    farewell: Callable[[], list[str]] = list
     stopped: StopRecord | None = None
 
 
@@ -71,6 +73,8 @@ def run_chat(chat: ChatSession, *, history: Path) -> int:
                 return chat.stopped.exit_code
     finally:
         chat.close()
+        for line in chat.farewell():
+            click.echo(line)
     if chat.stopped is not None and chat.stopped.received is not None:
         return chat.stopped.exit_code  # SIGTERM or SIGHUP while at the prompt
     return 0

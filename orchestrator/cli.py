@@ -335,6 +335,7 @@ def chat(**kwargs: Any) -> int:
             clear=session.clear,
             close=session.close,
             cost_line=lambda: session.report_for(None).cost_line(),
+            farewell=lambda: session.report_for(None).closing_lines() if session.trace_path else [],
             stopped=click.get_current_context().find_object(StopRecord),
         ),
         history=state_dir() / "chat_history",
@@ -748,7 +749,7 @@ class _Session:
     def report_for(
         self, outcome: RunOutcome | None, stopped: StopRecord | None = None
     ) -> report.RunReport:
-        status = outcome.status if outcome is not None else "idle"
+        status = outcome.status if outcome is not None else "chat"
         refused = tuple(self.approval.refused)
         code = report.exit_code(
             status, len(refused), stopped.exit_code if stopped else report.EXIT_INTERRUPTED

@@ -411,6 +411,10 @@ def test_a_paste_is_one_message_alt_enter_adds_a_line_and_ctrl_c_stops_only_the_
         child.expect_exact("Another model here.")
         child.expect_exact(PROMPT)
         child.sendline("/exit")
+        # Leaving says what the session cost and how to continue it.
+        child.expect(r"chat · \d+ rounds · tokens ")
+        child.expect_exact("resume: ")
+        child.expect_exact(' "next instruction"')
         assert _ended(child) == 0
 
     _assert_requests_were_well_formed(server)
