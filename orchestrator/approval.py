@@ -107,6 +107,7 @@ class ApprovalPolicy:
     refused: list[RefusedAction] = attrs.field(factory=list)
     _allowed_tools: set[str] = attrs.field(factory=set)
     _allowed_prefixes: set[str] = attrs.field(factory=set)
+    _allowed_commands: set[str] = attrs.field(factory=set)
 
     def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool | Refusal:
         if self.mode == "auto" or (self.mode == "edits" and tool in EDIT_TOOLS):
@@ -155,13 +156,19 @@ class ApprovalPolicy:
         if tool != "bash":
             return tool in self._allowed_tools
         command = str(arguments.get("command", ""))
+        if command in self._allowed_commands:
+            return True
         if _SHELL_CHAINING.search(command):
             return False
         return command_prefix(command) in self._allowed_prefixes
 
     def _remember(self, tool: str, arguments: Mapping[str, Any]) -> None:
         if tool == "bash":
-            self._allowed_prefixes.add(command_prefix(str(arguments.get("command", ""))))
+            command = str(arguments.get("command", ""))
+            if _SHELL_CHAINING.search(command):
+                self._allowed_commands.add(command)  # a prefix could chain anything after it
+            else:
+                self._allowed_prefixes.add(command_prefix(command))
         else:
             self._allowed_tools.add(tool)
 
@@ -228,7 +235,10 @@ def _styled(line: str, colour: str) -> str:
 def session_choice(tool: str, arguments: Mapping[str, Any]) -> str:
     """What "yes for this session" would cover, in words."""
     if tool == "bash":
-        return f"commands starting '{command_prefix(str(arguments.get('command', '')))}'"
+        command = str(arguments.get("command", ""))
+        if _SHELL_CHAINING.search(command):
+            return "this exact command"
+        return f"commands starting '{command_prefix(command)}'"
     return f"every {tool}"
 
 

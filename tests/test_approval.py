@@ -16,6 +16,7 @@ from orchestrator.approval import (
     command_prefix,
     no_terminal_notice,
     preview,
+    session_choice,
 )
 from orchestrator.protocols import Refusal
 from orchestrator.script import parse_script
@@ -78,6 +79,12 @@ def test_yes_for_this_session_covers_a_tool_or_a_command_prefix_but_not_a_chaine
     assert verdict.message.startswith("Error: the user declined to run bash: not that one.")
     assert asked == ["edit_file", "bash", "bash"]
     assert command_prefix("pytest -q tests") == "pytest"
+    assert session_choice("bash", {"command": "make && rm x"}) == "this exact command"
+    chained, ask_once = _asker(Answer(allow=True, for_session=True))
+    exact = ApprovalPolicy("ask", ask_once)
+    assert exact("bash", {"command": "make && ls"}) is True
+    assert exact("bash", {"command": "make && ls"}) is True
+    assert chained == ["bash"]
     assert command_prefix("npm run test") == "npm run"
 
 
