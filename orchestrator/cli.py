@@ -668,7 +668,13 @@ class _Session:
                     from orchestrator.sessions import new_trace_path
 
                     path = new_trace_path(options.workdir, run_id)
-                    check_new_trace(path, flag="trace")
+                    try:
+                        check_new_trace(path, flag="trace")
+                    except SessionError as error:
+                        raise SessionError(
+                            f"{error}; set ORCHESTRATOR_STATE_DIR to a writable folder, or pass "
+                            "--trace FILE"
+                        ) from None
                 else:
                     check_new_trace(path)
             assert path is not None

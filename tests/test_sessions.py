@@ -203,3 +203,15 @@ def test_sessions_show_the_refusals_of_a_done_run(tmp_path: Path, work: Path) ->
         listed = _cli(["sessions", "--workdir", str(work)], env, tmp_path)
     assert ran.returncode == 3, ran.stderr
     assert "done, 1 refused" in listed.stdout.splitlines()[0]
+
+
+def test_an_unusable_state_dir_says_how_to_pick_another(tmp_path: Path, work: Path) -> None:
+    blocker = tmp_path / "state-file"
+    blocker.write_text("", encoding="utf-8")
+    with _server({"text": "unused"}) as server:
+        done = _cli(["run", "task", "--workdir", str(work)], _env(server, blocker), tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.rstrip().endswith(
+        "set ORCHESTRATOR_STATE_DIR to a writable folder, or pass --trace FILE"
+    )
