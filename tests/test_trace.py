@@ -5,9 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -410,3 +413,50 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
     assert REDACTED in results[1]
     assert events[-1]["event"] == "run.finished"
     assert events[-1]["status"] == "done"
+
+
+# --- the bytes on disk stay the same -------------------------------------------------------------
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "demo_trace_golden.jsonl"
+
+
+def _normalised(raw: bytes, workdir: Path) -> bytes:
+    """A trace with its times, run id and work directory replaced by placeholders."""
+    raw = raw.replace(str(workdir).encode(), b"{WORKDIR}")
+    raw = re.sub(rb'"ts":"[^"]*"', b'"ts":"{TS}"', raw)
+    raw = re.sub(rb'"run_id":"[0-9a-f]+"', b'"run_id":"{RUN_ID}"', raw)
+    return re.sub(rb'"duration_ms":[0-9.eE+-]+', b'"duration_ms":0', raw)
+
+
+def demo_trace(scratch: Path) -> tuple[bytes, Path]:
+    """The demo's trace, run in a work directory whose path is as long as the golden one's.
+
+    The request sizes and the usage the scripted model estimates count the path's length.
+    """
+    workdir = Path(tempfile.mkdtemp(dir="/tmp", prefix="g")) / "w"  # 16 characters
+    try:
+        trace = scratch / "demo.jsonl"
+        command = ["demo", "--quiet", "--workdir", str(workdir), "--trace", str(trace)]
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return trace.read_bytes(), workdir
+    finally:
+        shutil.rmtree(workdir.parent)
+
+
+def test_the_demo_trace_is_byte_identical_to_the_golden_one_but_for_times_and_ids(
+    tmp_path: Path,
+) -> None:
+    """The golden trace was written before the fast path (orjson, prebuilt redaction)."""
+    raw, workdir = demo_trace(tmp_path)
+    ours = _normalised(raw, workdir).splitlines()
+    golden = GOLDEN.read_bytes().splitlines()
+    assert len(ours) == len(golden)
+    for number, (line, expected) in enumerate(zip(ours, golden, strict=True), start=1):
+        assert line == expected, f"line {number} differs"
