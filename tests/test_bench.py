@@ -32,30 +32,45 @@ from orchestrator.script import Script, parse_script
 from orchestrator.testing import RecordingModel
 
 FIGURES = {
-    "overhead_ratio",
-    "us_per_round_ours",
-    "us_per_round_baseline",
+    "harness_vs_sdk_call",
+    "round_cost_growth",
+    "live_view_vs_harness",
+    "trace_vs_floor",
+    "replay_peak_rss_mb_10k",
+    "replay_peak_rss_mb_40k",
+    "replay_vs_parse_ratio",
+    "replay_events_per_s",
+    "plan_scaling_exponent",
+    "plan_scaling_exponent_1000",
     "plan_update_us_20",
     "plan_update_us_200",
-    "plan_scaling_exponent",
     "machine_per_item_vs_shared_ratio",
-    "replay_events_per_s",
-    "replay_vs_parse_ratio",
     "cached_input_share",
     "baseline_cached_input_share",
     "input_cost_ratio",
     "update_output_chars_full",
     "update_output_chars_merge",
-    "peak_rss_mb_10k_rounds",
+    "overhead_ratio",
+    "us_per_round_ours",
+    "us_per_round_baseline",
+    "us_per_sdk_call",
 }
 TARGETED = {
-    "overhead_ratio",
-    "plan_scaling_exponent",
+    "harness_vs_sdk_call",
+    "round_cost_growth",
+    "live_view_vs_harness",
+    "trace_vs_floor",
+    "replay_peak_rss_mb_10k",
+    "replay_peak_rss_mb_40k",
     "replay_vs_parse_ratio",
+    "plan_scaling_exponent",
+    "plan_scaling_exponent_1000",
     "cached_input_share",
     "input_cost_ratio",
     "update_output_chars_merge",
 }
+#: The figures measured against a floor: each says what it was measured against.
+FLOORED = TARGETED - {"cached_input_share"} | {"overhead_ratio"}
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -75,7 +90,9 @@ def test_quick_json_run_prints_one_object_with_every_figure() -> None:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, done.stdout
     document = json.loads(lines[0])
-    assert set(document) == FIGURES | {"targets"}
+    assert set(document) == FIGURES | {"targets", "floors"}
+    assert FLOORED <= set(document["floors"]) <= FIGURES
+    assert all(isinstance(text, str) and text for text in document["floors"].values())
     for name in FIGURES:
         value = document[name]
         assert isinstance(value, int | float) and not isinstance(value, bool), name
