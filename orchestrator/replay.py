@@ -387,6 +387,11 @@ class Replay:
         return None
 
 
+def check_trace(path: Path) -> Divergence | None:
+    """What ``replay --check`` does: the first divergence of the trace at ``path``, or None."""
+    return Replay(read_trace(path)).check()
+
+
 def _order_problem(previous: TraceLine | None, line: TraceLine) -> Divergence | None:
     if previous is None:
         return None

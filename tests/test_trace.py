@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.replay import read_trace
 from orchestrator.script import parse_script
@@ -28,6 +30,8 @@ from orchestrator.trace import (
     RedactSecrets,
     SequenceNumber,
     TraceFormatStamp,
+    TraceRenderer,
+    UTCTimeStamp,
     default_trace_path,
     open_trace,
     secrets_from_environment,
@@ -255,6 +259,94 @@ def test_usage_and_ordinary_fields_are_not_redacted() -> None:
         "content": [{"type": "text", "text": "the tokenizer and the keyboard"}],
     }
     assert _call(RedactSecrets(["not-in-this-event"]), event) == event
+
+
+# --- the fast path writes what the walk would have -----------------------------------------------
+
+_SECRET = "correct-horse-battery-staple"
+_KEYS = st.sampled_from(
+    [
+        "text",
+        "input",
+        "items",
+        "id",
+        "api_key",
+        "X-Api-Key",
+        "token",
+        "max_tokens",
+        "input_tokens",
+        "session_secret_id",
+        "cookie",
+        "token\n",
+        "ſecret",
+        "Kooky",
+        "ıd",
+        1,
+        None,
+    ]
+)
+_TEXT = st.text(max_size=12) | st.sampled_from(
+    [
+        _SECRET,
+        f"a {_SECRET} b",
+        "sk-ant-api03-AbCdEf12345678",
+        "secret",
+        "password: x",
+        "é✓😀",
+        '"quoted" \\ back',
+        "line\nbreak",
+    ]
+)
+_SCALARS = (
+    _TEXT
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.booleans()
+    | st.none()
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_KEYS, inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _exact_line(event: dict[str, Any]) -> bytes:
+    """What the chain wrote before the fast path: the walk, then json.dumps."""
+    walked = _call(RedactSecrets([_SECRET]), event)
+    return json.dumps(walked, ensure_ascii=False, default=str, separators=(",", ":")).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fields=st.dictionaries(
+        st.sampled_from(["output", "input", "api_key", "usage", "body"]), _VALUES
+    )
+)
+def test_the_rendered_line_is_the_walk_and_json_dumps_byte_for_byte(fields: dict[str, Any]) -> None:
+    seen: list[Mapping[str, Any]] = []
+    renderer = TraceRenderer(RedactSecrets([_SECRET]), EventTee([seen.append]))
+    event = {"run_id": "r", **fields, "event": "tool.result", "seq": 1}
+    expected = _exact_line(dict(event))
+    assert renderer(None, "info", dict(event)) == expected
+    assert (
+        json.dumps(seen[0], ensure_ascii=False, default=str, separators=(",", ":")).encode()
+        == expected
+    )
+
+
+def test_the_timestamp_is_iso_utc_with_microseconds() -> None:
+    before = dt.datetime.now(dt.UTC)
+    stamps = [_call(UTCTimeStamp(), {"event": "e"})["ts"] for _ in range(3)]
+    after = dt.datetime.now(dt.UTC)
+    for stamp in stamps:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp
+        parsed = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        assert before - dt.timedelta(milliseconds=1) <= parsed <= after
 
 
 def test_secrets_from_the_environment() -> None:
