@@ -136,9 +136,11 @@ class JSONLinesFile:
         self._fd = stream.fileno()
 
     def msg(self, message: bytes) -> None:
-        line = memoryview(message + b"\n")
-        while line:  # a regular file takes it whole; a signal may cut a write short
-            line = line[os.write(self._fd, line) :]
+        written = os.write(self._fd, message)
+        if written < len(message):  # a regular file takes it whole; a signal may cut it short
+            rest = memoryview(message)[written:]
+            while rest:
+                rest = rest[os.write(self._fd, rest) :]
 
     info = msg
 
@@ -154,12 +156,12 @@ class UTCTimeStamp:
         self._prefix = ""
 
     def __call__(self, _logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
-        now = time.time()
-        second = int(now)
+        micros = time.time_ns() // 1000
+        second = micros // 1_000_000
         if second != self._second:
             self._second = second
             self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        event["ts"] = f"{self._prefix}.{int((now - second) * 1_000_000):06d}Z"
+        event["ts"] = f"{self._prefix}.{micros % 1_000_000:06d}Z"
         return event
 
 
@@ -181,48 +183,69 @@ def _orjson_default(value: Any) -> Any:
     return str(value)
 
 
-#: orjson must hand datetimes and dataclasses to the default, as json.dumps(default=str) does.
-_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
-
-#: Where orjson and json.dumps write the same value differently: floats below 1e-4 (json.dumps
-#: writes ``1e-05``, orjson ``0.00001``; ``1e-07`` and ``1e-7``). Any such number sends the line
-#: down the exact path; so does text that merely looks like one, which costs time, not bytes.
-_NUMBER_FORMS = rb"[:,\[]-?(?:0\.0000|[0-9.]+e-)"
-#: Bytes in a rendered line that a secret key name ends with (``"api_key":``, ``"token\n":``),
-#: or contains anywhere; and the non-ASCII letters that ``re.IGNORECASE`` folds onto theirs.
-_KEY_SHAPES = rb"(?:key|authorization|token|cookie)(?:\\n)?\":|secret|password|" + b"|".join(
-    re.escape(letter.encode()) for letter in "ıKſİ"
+#: orjson must hand datetimes and dataclasses to the default, as json.dumps(default=str) does;
+#: the line ends in its newline, so the writer writes the renderer's bytes as they are.
+_ORJSON_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_APPEND_NEWLINE
 )
+
+#: A key name that holds a secret ends with one of these (``"api_key":``, ``"Token\\n":``): the
+#: rendered line is searched reversed and lower-cased, so the search can jump from ``":`` to ``":``.
+_SECRET_KEY_ENDINGS = re.compile(rb':"(?:n\\)?(?:yek|noitazirohtua|nekot|eikooc)')
+#: How many sets of event keys :class:`TraceRenderer` remembers the verdict of.
+_KEY_SETS_KEPT = 256
+#: Non-ASCII letters ``re.IGNORECASE`` folds onto ASCII ones of those names (ı İ K ſ).
+_FOLDED_LETTERS = tuple(letter.encode() for letter in "\u0131\u0130\u212a\u017f")
 
 
 class TraceRenderer:
     """The chain's last step: redact where needed, hand the event to the sinks, render bytes.
 
-    The event is rendered with ``orjson`` and the line searched with one pattern built here; a
-    line with nothing that could be a secret (and no number orjson writes differently) is
-    written as it is and its event handed to the sinks unchanged, which is what the walk of
-    :class:`RedactSecrets` would have given. Any other line takes the exact path: the walk, the
-    sinks, then :func:`json.dumps`.
+    The event is rendered with ``orjson`` and the line searched for what could be a secret: the
+    known values as they appear in JSON (built here, once), the shape of an API key, a key name
+    that holds secrets. A line with none of them is written as it is and its event handed to the
+    sinks unchanged, which is what the walk of :class:`RedactSecrets` would have given. Any
+    other line takes the exact path: the walk, the sinks, then :func:`json.dumps`.
     """
 
     def __init__(self, redact: RedactSecrets, tee: EventTee) -> None:
         self._redact = redact
         self._tee = tee
-        values = [re.escape(orjson.dumps(s)[1:-1]) for s in redact.secrets]
-        self._suspect = re.compile(
-            b"|".join([*values, rb"sk-ant-", _KEY_SHAPES, _NUMBER_FORMS]), re.IGNORECASE
-        )
+        self._values = (*(orjson.dumps(s)[1:-1] for s in redact.secrets), b"sk-ant-")
+        self._flat_keys: dict[tuple[str, ...], bool] = {}
+
+    def suspect(self, event: EventDict, line: bytes) -> bool:
+        """Whether the walk could change anything in this event, rendered as ``line``."""
+        for value in self._values:
+            if value in line:
+                return True
+        if line.find(b"{", 1) == -1:
+            # No object inside: the only keys are the event's own, the same few sets again and
+            # again, so the answer is kept per set.
+            keys = tuple(event)
+            known = self._flat_keys.get(keys)
+            if known is None:
+                known = any(_secret_key(str(key)) for key in keys)
+                if len(self._flat_keys) < _KEY_SETS_KEPT:
+                    self._flat_keys[keys] = known
+            return known
+        lower = line.lower()
+        if b"secret" in lower or b"password" in lower:
+            return True
+        if _SECRET_KEY_ENDINGS.search(lower[::-1]) is not None:
+            return True
+        return not line.isascii() and any(letter in line for letter in _FOLDED_LETTERS)
 
     def __call__(self, logger: WrappedLogger, name: str, event: EventDict) -> bytes:
         try:
             line = orjson.dumps(event, default=_orjson_default, option=_ORJSON_OPTIONS)
         except (TypeError, orjson.JSONEncodeError):
             line = b""  # a key that is not a str, an int past 64 bits: the exact path
-        if line and self._suspect.search(line) is None:
+        if line and not self.suspect(event, line):
             self._tee(logger, name, event)
             return line
         event = self._tee(logger, name, self._redact(logger, name, event))
-        return _serialize(event).encode("utf-8")
+        return _serialize(event).encode("utf-8") + b"\n"
 
 
 @attrs.define
