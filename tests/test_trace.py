@@ -28,10 +28,8 @@ from orchestrator.trace import (
     TRACE_FORMAT,
     EventTee,
     RedactSecrets,
-    SequenceNumber,
-    TraceFormatStamp,
     TraceRenderer,
-    UTCTimeStamp,
+    TraceStamps,
     default_trace_path,
     open_trace,
     secrets_from_environment,
@@ -187,13 +185,15 @@ def test_importing_the_modules_configures_nothing() -> None:
 
 
 def test_sequence_number_counts_on_from_its_start() -> None:
-    fresh, resumed = SequenceNumber(), SequenceNumber(start=41)
+    fresh, resumed = TraceStamps(), TraceStamps(start=41)
     assert [_call(fresh, {"event": "e"})["seq"] for _ in range(3)] == [1, 2, 3]
     assert [_call(resumed, {"event": "e"})["seq"] for _ in range(2)] == [42, 43]
 
 
-def test_trace_format_stamp() -> None:
-    assert _call(TraceFormatStamp(), {"event": "e"}) == {"event": "e", "trace_format": TRACE_FORMAT}
+def test_the_stamps_come_after_the_fields_in_order() -> None:
+    stamped = _call(TraceStamps(), {"event": "e"})
+    assert list(stamped) == ["event", "seq", "ts", "trace_format"]
+    assert stamped["trace_format"] == TRACE_FORMAT
 
 
 @pytest.mark.parametrize(
@@ -338,7 +338,7 @@ def test_the_rendered_line_is_the_walk_and_json_dumps_byte_for_byte(fields: dict
 
 def test_a_float_below_one_ten_thousandth_keeps_its_value_not_its_spelling() -> None:
     """The one known difference from json.dumps: orjson writes 0.00001 where it wrote 1e-05."""
-    renderer = TraceRenderer(RedactSecrets(), EventTee([]))
+    renderer = TraceRenderer(RedactSecrets(), None)
     line = renderer(None, "info", {"event": "tool.call", "input": {"timeout": 1e-05}})
     assert line == b'{"event":"tool.call","input":{"timeout":0.00001}}\n'
     assert json.loads(line)["input"]["timeout"] == 1e-05
@@ -346,7 +346,7 @@ def test_a_float_below_one_ten_thousandth_keeps_its_value_not_its_spelling() -> 
 
 def test_the_timestamp_is_iso_utc_with_microseconds() -> None:
     before = dt.datetime.now(dt.UTC)
-    stamps = [_call(UTCTimeStamp(), {"event": "e"})["ts"] for _ in range(3)]
+    stamps = [_call(TraceStamps(), {"event": "e"})["ts"] for _ in range(3)]
     after = dt.datetime.now(dt.UTC)
     for stamp in stamps:
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp
