@@ -54,8 +54,8 @@ class TraceStamps:
 
     ``seq`` counts 1, 2, 3 … within a run (a resumed run goes on from its last number); ``ts``
     is the UTC time, ISO 8601 with microseconds and ``Z``; ``trace_format`` lets a reader refuse
-    lines from a newer writer. One processor for the three, as structlog's performance advice has it; the date and time of
-    day are formatted once per second, the microseconds for every event.
+    lines from a newer writer. One processor for the three, as structlog's performance advice
+    has it; the date and time of day are formatted once per second, the microseconds each time.
     """
 
     def __init__(self, start: int = 0) -> None:
