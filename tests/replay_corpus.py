@@ -137,6 +137,25 @@ def apply(mutation: Mutation) -> bytes:
     raise ValueError(f"unknown mutation {op!r}")
 
 
+#: The fields ``LoopSettings`` had when the verdicts were captured; fields added since (with their
+#: defaults) are left out of the digest, so the rebuilt settings compare as they did then.
+_CAPTURED_SETTINGS = (
+    "model",
+    "system",
+    "max_tokens",
+    "max_rounds",
+    "reminder_threshold",
+    "trace_requests",
+    "workdir",
+)
+
+
+def _settings_digest(settings: Any) -> str:
+    """The digest of the settings' attrs repr as it read with the captured fields."""
+    shown = ", ".join(f"{name}={getattr(settings, name)!r}" for name in _CAPTURED_SETTINGS)
+    return _digest(f"{type(settings).__name__}({shown})")
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -162,7 +181,7 @@ def verdict(path: Path) -> dict[str, Any]:
         result["rebuild"] = {
             "messages": _digest(rebuilt.conversation.messages),
             "plan": _digest(rebuilt.board.items),
-            "settings": _digest(rebuilt.settings),
+            "settings": _settings_digest(rebuilt.settings),
             "numbers": [rebuilt.run_id, rebuilt.last_seq, rebuilt.last_round],
             "status": rebuilt.status,
             "task": rebuilt.task,

@@ -550,7 +550,11 @@ def demo_trace(scratch: Path) -> tuple[bytes, Path]:
 def test_the_demo_trace_is_byte_identical_to_the_golden_one_but_for_times_and_ids(
     tmp_path: Path,
 ) -> None:
-    """The golden trace was written before the fast path (orjson, prebuilt redaction)."""
+    """The golden trace was written before the fast path (orjson, prebuilt redaction).
+
+    Changes to what is recorded are edited into it by hand, as small as they are: since then,
+    ``"reminders":true`` in the settings (the eval's no-board arm).
+    """
     raw, workdir = demo_trace(tmp_path)
     ours = _normalised(raw, workdir).splitlines()
     golden = GOLDEN.read_bytes().splitlines()
