@@ -43,30 +43,6 @@ from orchestrator.testing import RecordingModel
 from orchestrator.trace import TraceRenderer
 from tests.bench_variants import burn
 
-FIGURES = {
-    "harness_vs_sdk_call",
-    "round_cost_growth",
-    "live_view_vs_harness",
-    "trace_vs_floor",
-    "replay_peak_rss_mb_10k",
-    "replay_peak_rss_mb_40k",
-    "replay_vs_parse_ratio",
-    "replay_events_per_s",
-    "plan_scaling_exponent",
-    "plan_scaling_exponent_1000",
-    "plan_update_us_20",
-    "plan_update_us_200",
-    "machine_per_item_vs_shared_ratio",
-    "cached_input_share",
-    "baseline_cached_input_share",
-    "input_cost_ratio",
-    "update_output_chars_full",
-    "update_output_chars_merge",
-    "overhead_ratio",
-    "us_per_round_ours",
-    "us_per_round_baseline",
-    "us_per_sdk_call",
-}
 TARGETED = {
     "harness_vs_sdk_call",
     "round_cost_growth",
@@ -80,6 +56,18 @@ TARGETED = {
     "cached_input_share",
     "input_cost_ratio",
     "update_output_chars_merge",
+}
+FIGURES = TARGETED | {
+    "replay_events_per_s",
+    "plan_update_us_20",
+    "plan_update_us_200",
+    "machine_per_item_vs_shared_ratio",
+    "baseline_cached_input_share",
+    "update_output_chars_full",
+    "overhead_ratio",
+    "us_per_round_ours",
+    "us_per_round_baseline",
+    "us_per_sdk_call",
 }
 #: The figures measured against a floor: each says what it was measured against.
 FLOORED = TARGETED - {"cached_input_share"} | {"overhead_ratio"}
