@@ -331,7 +331,7 @@ def _slow_replay(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _quadratic_plan(monkeypatch: pytest.MonkeyPatch) -> None:
-    cost = lambda _self, payload: 2e-7 * len(payload["items"]) ** 2  # noqa: E731
+    cost = lambda _self, payload: 1e-6 * len(payload["items"]) ** 2  # noqa: E731
     monkeypatch.setattr(PlanBoard, "apply", _burning_first(PlanBoard.apply, cost))
 
 
@@ -361,8 +361,9 @@ def _hoarding_replay(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.param(
             _figures._replay, "replay_peak_rss_mb_40k", _hoarding_replay, 1.2, id="replay-rss"
         ),
+        # An exponent moves by adding: a quadratic cost added on top lifts it by about one half.
         pytest.param(
-            _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, 1.3, id="plan"
+            _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, None, id="plan"
         ),
     ],
 )
@@ -370,11 +371,14 @@ def test_a_slowed_variant_moves_the_figure(
     measure: Callable[[Sizes, Path], Found],
     figure: str,
     slow_down: Callable[[pytest.MonkeyPatch], None],
-    factor: float,
+    factor: float | None,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     normal = measure(TINY, tmp_path)[0][figure]
     slow_down(monkeypatch)
     slowed = measure(TINY, tmp_path)[0][figure]
-    assert slowed > normal * factor, (normal, slowed)
+    if factor is None:
+        assert slowed > normal + 0.4, (normal, slowed)
+    else:
+        assert slowed > normal * factor, (normal, slowed)
