@@ -51,7 +51,11 @@ def _turns_with_a_stale_plan() -> list[dict[str, Any]]:
 
 
 def _run_through_server(
-    tmp_path: Path, arm: str, turns: list[dict[str, Any]], limits: Limits | None = None
+    tmp_path: Path,
+    arm: str,
+    turns: list[dict[str, Any]],
+    limits: Limits | None = None,
+    task: Task = TASK,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     script = parse_script({"name": "eval-runner", "turns": turns}, source="test")
     with MessagesServer(script) as server:
@@ -59,7 +63,7 @@ def _run_through_server(
             "api", "claude-test", base_url=server.base_url, api_key="test-key", max_retries=0
         )
         spec = RunSpec(
-            TASK, parse_arm(arm), 0, choice, str(tmp_path / f"{arm}.jsonl"), limits or Limits()
+            task, parse_arm(arm), 0, choice, str(tmp_path / f"{arm}.jsonl"), limits or Limits()
         )
         row = execute_run(spec)
         assert server.violations == []
@@ -143,6 +147,26 @@ def test_a_run_over_its_cost_bound_ends_failed(tmp_path: Path) -> None:
     assert (row["status"], row["success"]) == ("failed", False)
     assert "--max-cost $1" in row["reason"]
     assert row["cost_usd"] == pytest.approx(1.5, abs=0.01)  # plus the estimated cache tokens
+
+
+def test_check_files_replace_links_the_agent_left_instead_of_writing_through_them(
+    tmp_path: Path,
+) -> None:
+    victim, elsewhere = tmp_path / "victim.txt", tmp_path / "elsewhere"
+    victim.write_text("mine\n")
+    elsewhere.mkdir()
+    task = Task(
+        name="links",
+        prompt="p",
+        check="cat check.py tests/c.txt",
+        check_files={"check.py": "check\n", "tests/c.txt": "c\n"},
+    )
+    swap = f"rm -rf check.py tests; ln -s {victim} check.py; ln -s {elsewhere} tests"
+    turns = [{"tool_calls": [{"name": "bash", "input": {"command": swap}}]}, {"text": "Done."}]
+    row, _requests = _run_through_server(tmp_path, "no-board", turns, task=task)
+    assert victim.read_text() == "mine\n"
+    assert list(elsewhere.iterdir()) == []
+    assert (row["success"], row["check_output"]) == (True, "check\nc\n")
 
 
 def test_an_api_failure_is_not_judged(tmp_path: Path) -> None:

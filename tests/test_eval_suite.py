@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.eval.runner import run_check
-from orchestrator.eval.suite import SuiteError, bundled_suite_path, load_suite
+from orchestrator.eval.suite import MAX_TASK_BYTES, SuiteError, bundled_suite_path, load_suite
 
 
 def test_the_bundled_suite_has_six_multi_step_tasks_with_checks_and_steps() -> None:
@@ -79,6 +79,15 @@ def test_inline_files_win_over_the_folder_and_defaults_apply(tmp_path: Path) -> 
             "'../x' must be a relative path without '..'",
         ),
         (
+            '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\n[tasks.files]\n"./" = "y"\n',
+            "'./' must be a relative path without '..', naming a file",
+        ),
+        (
+            '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\n[tasks.files]\n"a" = "y"\n'
+            '[tasks.check_files]\n"a/b.py" = "z"\n',
+            "'a' is a file, so 'a/b.py' cannot be inside it",
+        ),
+        (
             '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nfiles_from = "missing"\n',
             "is not a folder",
         ),
@@ -117,3 +126,23 @@ def test_select_keeps_the_named_tasks_and_refuses_unknown_ones() -> None:
     ]
     with pytest.raises(SuiteError, match="no task named 'nope'"):
         suite.select(("nope",))
+
+
+def test_a_folder_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    (tmp_path / "start").mkdir()
+    with (tmp_path / "start" / "disk.img").open("wb") as image:
+        image.truncate(MAX_TASK_BYTES + 1)  # sparse: costs no disk, and would cost memory
+    body = '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nfiles_from = "start"\n'
+    with pytest.raises(SuiteError, match="disk.img takes the folder over the"):
+        load_suite(_write_suite(tmp_path, body))
+
+
+def test_links_in_the_folder_are_not_followed_out_of_it(tmp_path: Path) -> None:
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("secret\n")
+    (tmp_path / "start" / "sub").mkdir(parents=True)
+    (tmp_path / "start" / "sub" / "kept.txt").write_text("kept\n")
+    (tmp_path / "start" / "linked").symlink_to(tmp_path / "outside")
+    (tmp_path / "start" / "secret.txt").symlink_to(tmp_path / "outside" / "secret.txt")
+    body = '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nfiles_from = "start"\n'
+    assert load_suite(_write_suite(tmp_path, body)).tasks[0].files == {"sub/kept.txt": "kept\n"}

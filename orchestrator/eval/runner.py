@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import hashlib
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
@@ -317,10 +319,63 @@ def _kill_group(pid: int) -> None:
 
 
 def _write_files(workdir: Path, files: Mapping[str, str]) -> None:
-    for relative, content in files.items():
-        target = workdir / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+    """Write ``files`` inside ``workdir``, never through a link the agent may have left there.
+
+    The check files are written after the agent's run, into a folder its commands could change:
+    a ``check.py`` made a symlink to ``~/.bashrc`` must be replaced, not written through. So each
+    folder on the way is opened without following links (a link or a file in its place is
+    removed), and the file is created fresh beside them.
+    """
+    root = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for relative, content in files.items():
+            *folders, name = PurePosixPath(relative).parts
+            folder = os.dup(root)
+            try:
+                for part in folders:
+                    inner = _open_folder(folder, part)
+                    os.close(folder)
+                    folder = inner
+                _remove(folder, name)
+                handle = os.open(
+                    name,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                    0o644,
+                    dir_fd=folder,
+                )
+                with open(handle, "w", encoding="utf-8") as stream:
+                    stream.write(content)
+            finally:
+                os.close(folder)
+    finally:
+        os.close(root)
+
+
+def _open_folder(parent: int, name: str) -> int:
+    """The folder ``name`` in ``parent``, made a real folder if it is missing, a file or a link."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        _remove(parent, name)
+    os.mkdir(name, 0o755, dir_fd=parent)
+    return os.open(name, flags, dir_fd=parent)
+
+
+def _remove(parent: int, name: str) -> None:
+    """Remove ``name`` from ``parent`` whatever it is; a link is removed, not followed."""
+    try:
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(name, dir_fd=parent)
+    else:
+        os.unlink(name, dir_fd=parent)
 
 
 def _model_for(spec: RunSpec) -> Model:

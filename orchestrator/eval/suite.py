@@ -197,6 +197,7 @@ def _parse_task(
         files.update(_read_folder(raw["files_from"], base, prefix))
     files.update(_file_table(raw.get("files", {}), "files", prefix))
     check_files = _file_table(raw.get("check_files", {}), "check_files", prefix)
+    _refuse_file_under_file({*files, *check_files}, prefix)
     size = sum(len(text.encode("utf-8")) for text in (*files.values(), *check_files.values()))
     if size > MAX_TASK_BYTES:
         raise SuiteError(f"{prefix}its files hold {size} bytes, over the {MAX_TASK_BYTES} limit")
@@ -254,11 +255,19 @@ def _read_folder(raw: object, base: Path, prefix: str) -> dict[str, str]:
     if not folder.is_dir():
         raise SuiteError(f"{prefix}files_from: {folder} is not a folder")
     files = {}
+    size = 0
     for path in sorted(folder.rglob("*")):
         if path.is_symlink() or not path.is_file() or "__pycache__" in path.parts:
             continue
         relative = path.relative_to(folder).as_posix()
         try:
+            # Sized before it is read, so a stray disk image is refused, not loaded.
+            size += path.stat().st_size
+            if size > MAX_TASK_BYTES:
+                raise SuiteError(
+                    f"{prefix}files_from: {relative} takes the folder over the "
+                    f"{MAX_TASK_BYTES} bytes a task may hold"
+                )
             files[relative] = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise SuiteError(f"{prefix}files_from: cannot read {relative}: {error}") from None
@@ -267,9 +276,23 @@ def _read_folder(raw: object, base: Path, prefix: str) -> dict[str, str]:
 
 def _relative_path(path: str, prefix: str) -> str:
     pure = PurePosixPath(path)
-    if not path or "\x00" in path or pure.is_absolute() or ".." in pure.parts or "\\" in path:
-        raise SuiteError(f"{prefix}{path!r} must be a relative path without '..'")
+    if (
+        not pure.parts
+        or "\x00" in path
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or "\\" in path
+    ):
+        raise SuiteError(f"{prefix}{path!r} must be a relative path without '..', naming a file")
     return pure.as_posix()
+
+
+def _refuse_file_under_file(paths: set[str], prefix: str) -> None:
+    """A path cannot be both a file and the folder of another file (``a`` and ``a/b``)."""
+    for path in sorted(paths):
+        clash = next((str(p) for p in PurePosixPath(path).parents if str(p) in paths), None)
+        if clash is not None:
+            raise SuiteError(f"{prefix}{clash!r} is a file, so {path!r} cannot be inside it")
 
 
 def _reject_unknown_keys(raw: Mapping[str, Any], allowed: frozenset[str], prefix: str) -> None:
