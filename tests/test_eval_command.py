@@ -97,6 +97,16 @@ def test_bad_input_is_one_line_and_exit_2(
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+def test_an_out_that_cannot_be_a_folder_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    code, _out, err = _exit(["eval", "--scripted", "--out", "a-file/out"], capsys)
+    assert code == 2
+    assert err == "orchestrator: error: a-file/out: cannot use it for results: Not a directory\n"
+
+
 def test_without_a_key_and_without_scripted_it_says_what_to_do(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,6 +38,22 @@ def test_another_model_or_a_changed_suite_is_refused(tmp_path: Path) -> None:
         store.open_for_runs({"model": "m", "suite_digest": "e"})
 
 
+def test_more_tasks_fit_but_a_changed_task_or_other_settings_do_not(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path)
+    settings = {"max_rounds": None, "plan_policy": "strict"}
+    first = {"model": "m", "suite_digest": "d1", "tasks": {"a": "1"}, "settings": settings}
+    store.open_for_runs(first)
+    # A run of another task (--task, or a task added to the suite) joins the directory.
+    store.open_for_runs({**first, "suite_digest": "d2", "tasks": {"b": "2"}})
+    grown = {**first, "suite_digest": "d2", "tasks": {"a": "1", "b": "2"}, "arms": []}
+    assert store.manifest() == grown
+    with pytest.raises(StoreError, match="results for task 'b' as it was before it changed"):
+        store.open_for_runs({**first, "tasks": {"a": "1", "b": "3"}})
+    other = {"max_rounds": 5, "plan_policy": "strict"}
+    with pytest.raises(StoreError, match=r"other settings \(max_rounds None, not 5\)"):
+        store.open_for_runs({**first, "settings": other})
+
+
 def test_a_line_that_is_not_a_row_is_named(tmp_path: Path) -> None:
     store = ResultsStore(tmp_path)
     store.results.write_text(json.dumps(_row("a", "b", 0)) + "\n[1, 2]\n")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import click
 from rich.console import Console
 from rich.progress import (
@@ -121,6 +122,20 @@ def run_command(
     except (ArmError, ConfigError) as error:
         raise EvalInputError(str(error)) from None
     choice = _model_choice(config.values, scripted, scripted_model, loaded)
+    limits = Limits(
+        max_rounds=max_rounds,
+        max_cost=max_cost,
+        run_timeout=run_timeout,
+        max_tokens=config.max_tokens,
+        pricing=_pricing(prices),
+    )
+    harness = Harness(
+        reminder_threshold=config.reminder_threshold,
+        plan_policy=config.plan_policy,
+        plan_limit=config.plan_limit,
+        sandbox=config.sandbox,
+        deny_bash=config.deny_bash,
+    )
     store = ResultsStore(out)
     manifest: JSONObject = {
         "suite": loaded.name,
@@ -129,6 +144,8 @@ def run_command(
         "model": choice.name,
         "scripted": choice.scripted,
         "arms": [arm.name for arm in chosen],
+        "tasks": {task.name: task.digest for task in loaded.tasks},
+        "settings": {**attrs.asdict(limits), **attrs.asdict(harness)},
     }
     try:
         store.open_for_runs(manifest)
@@ -140,20 +157,8 @@ def run_command(
         repeat,
         store,
         model=choice,
-        limits=Limits(
-            max_rounds=max_rounds,
-            max_cost=max_cost,
-            run_timeout=run_timeout,
-            max_tokens=config.max_tokens,
-            pricing=_pricing(prices),
-        ),
-        harness=Harness(
-            reminder_threshold=config.reminder_threshold,
-            plan_policy=config.plan_policy,
-            plan_limit=config.plan_limit,
-            sandbox=config.sandbox,
-            deny_bash=config.deny_bash,
-        ),
+        limits=limits,
+        harness=harness,
         keep_workdirs=keep_workdirs,
     )
     errors = Console(stderr=True)

@@ -73,22 +73,22 @@ class ResultsStore:
         return {row_key(row) for row in self.rows()}
 
     def open_for_runs(self, manifest: JSONObject) -> None:
-        """Create the directory, or check it belongs to this eval; drop a cut-off last line."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        existing = self.manifest()
-        if existing is not None:
-            for key in ("model", "suite_digest"):
-                if existing.get(key) != manifest.get(key):
-                    what = "model" if key == "model" else "suite (its tasks changed)"
-                    raise StoreError(
-                        f"{self.out} holds results for another {what}: "
-                        f"{existing.get(key)!r}, not {manifest.get(key)!r}; use another --out"
-                    )
-            arms = list(existing.get("arms", []))
-            arms += [arm for arm in manifest.get("arms", []) if arm not in arms]
-            manifest = {**existing, "arms": arms}
-        _write_json(self.manifest_path, manifest)
-        self._drop_cut_tail()
+        """Create the directory, or check it belongs to this eval; drop a cut-off last line.
+
+        A directory takes more arms, more repeats and more tasks than it holds, but never a
+        different model, a task whose definition changed, or different run settings: rows
+        made under those would be compared as if they were alike.
+        """
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            existing = self.manifest()
+            if existing is not None:
+                manifest = _merged(self.out, existing, manifest)
+            _write_json(self.manifest_path, manifest)
+            self._drop_cut_tail()
+        except OSError as error:
+            where = error.filename or self.out
+            raise StoreError(f"{where}: cannot use it for results: {error.strerror}") from None
 
     def manifest(self) -> JSONObject | None:
         try:
@@ -120,6 +120,47 @@ class ResultsStore:
         if data and not data.endswith(b"\n"):
             with self.results.open("r+b") as stream:
                 stream.truncate(data.rfind(b"\n") + 1)
+
+
+def _merged(out: Path, existing: JSONObject, manifest: JSONObject) -> JSONObject:
+    """``existing`` grown by ``manifest``'s arms and tasks; :class:`StoreError` if they clash."""
+    if existing.get("model") != manifest.get("model"):
+        raise StoreError(
+            f"{out} holds results for another model: {existing.get('model')!r}, "
+            f"not {manifest.get('model')!r}; use another --out"
+        )
+    before, now = existing.get("settings"), manifest.get("settings")
+    if isinstance(before, dict) and isinstance(now, dict) and before != now:
+        differ = [key for key in sorted({*before, *now}) if before.get(key) != now.get(key)]
+        shown = ", ".join(f"{key} {before.get(key)!r}, not {now.get(key)!r}" for key in differ)
+        raise StoreError(
+            f"{out} holds results run with other settings ({shown}); use another --out"
+        )
+    old_tasks, new_tasks = existing.get("tasks"), manifest.get("tasks")
+    if isinstance(old_tasks, dict) and isinstance(new_tasks, dict):
+        changed = [
+            name for name in new_tasks if old_tasks.get(name, new_tasks[name]) != new_tasks[name]
+        ]
+        if changed:
+            raise StoreError(
+                f"{out} holds results for task {changed[0]!r} as it was before it changed; "
+                "use another --out"
+            )
+        tasks = {**old_tasks, **new_tasks}
+    elif existing.get("suite_digest") != manifest.get("suite_digest"):
+        raise StoreError(
+            f"{out} holds results for another suite (its tasks changed): "
+            f"{existing.get('suite_digest')!r}, not {manifest.get('suite_digest')!r}; "
+            "use another --out"
+        )
+    else:
+        tasks = new_tasks
+    arms = list(existing.get("arms", []))
+    arms += [arm for arm in manifest.get("arms", []) if arm not in arms]
+    merged = {**existing, **manifest, "arms": arms}
+    if tasks is not None:
+        merged["tasks"] = tasks
+    return merged
 
 
 def _safe(name: str) -> str:

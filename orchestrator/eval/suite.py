@@ -276,13 +276,7 @@ def _read_folder(raw: object, base: Path, prefix: str) -> dict[str, str]:
 
 def _relative_path(path: str, prefix: str) -> str:
     pure = PurePosixPath(path)
-    if (
-        not pure.parts
-        or "\x00" in path
-        or pure.is_absolute()
-        or ".." in pure.parts
-        or "\\" in path
-    ):
+    if not pure.parts or "\x00" in path or pure.is_absolute() or ".." in pure.parts or "\\" in path:
         raise SuiteError(f"{prefix}{path!r} must be a relative path without '..', naming a file")
     return pure.as_posix()
 
