@@ -61,6 +61,20 @@ def test_a_line_that_is_not_a_row_is_named(tmp_path: Path) -> None:
         store.rows()
 
 
+@pytest.mark.parametrize(
+    "fields",
+    [{"input_tokens": "x"}, {"success": "yes"}, {"repeat": "0"}, {"task": 1}, {"cost_usd": None}],
+)
+def test_a_row_with_a_field_of_the_wrong_type_is_named(
+    tmp_path: Path, fields: dict[str, object]
+) -> None:
+    store = ResultsStore(tmp_path)
+    good = _row("a", "b", 0, success=True, input_tokens=5, cost_usd=0.5)
+    store.results.write_text(json.dumps(good) + "\n" + json.dumps({**good, **fields}) + "\n")
+    with pytest.raises(StoreError, match="line 2 is not a result row"):
+        store.rows()
+
+
 def test_trace_paths_are_safe_for_any_arm_name(tmp_path: Path) -> None:
     path = ResultsStore(tmp_path).trace_path(("t", "lenient+reminder=3", 2))
     assert path == tmp_path / "traces" / "t" / "lenient_reminder_3" / "2.jsonl"

@@ -59,6 +59,8 @@ class ResultsStore:
             try:
                 row = json.loads(line)
                 key = row_key(row)
+                if not _well_typed(row):
+                    raise ValueError(row)
             except (ValueError, KeyError, TypeError):
                 raise StoreError(
                     f"{self.results}: line {number} is not a result row; "
@@ -161,6 +163,33 @@ def _merged(out: Path, existing: JSONObject, manifest: JSONObject) -> JSONObject
     if tasks is not None:
         merged["tasks"] = tasks
     return merged
+
+
+#: Fields the report adds up; a row holding anything but a number in one is not a result row.
+NUMBER_FIELDS = (
+    "rounds",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "repeated_calls",
+    "rejected_updates",
+    "reminders",
+    "blocked_calls",
+    "cost_usd",
+    "duration_s",
+)
+
+
+def _well_typed(row: JSONObject) -> bool:
+    if not isinstance(row["task"], str) or not isinstance(row["arm"], str):
+        return False
+    if isinstance(row["repeat"], bool) or not isinstance(row["repeat"], int):
+        return False
+    numbers = [row.get(field, 0) for field in NUMBER_FIELDS]
+    return isinstance(row.get("success", False), bool) and all(
+        isinstance(value, int | float) and not isinstance(value, bool) for value in numbers
+    )
 
 
 def _safe(name: str) -> str:
