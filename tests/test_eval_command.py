@@ -147,6 +147,23 @@ def test_eval_help_names_both_forms(capsys: pytest.CaptureFixture[str]) -> None:
     assert "eval report DIR" in out and "run" in out and "report" in out
 
 
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (["eval"], "Usage: orchestrator eval [OPTIONS] COMMAND"),
+        (["eval", "report"], "Usage: orchestrator eval report [OPTIONS] OUT"),
+        (["eval", "mine.toml"], "Usage: orchestrator eval run [OPTIONS] [SUITE]"),
+    ],
+)
+def test_both_help_flags_work_on_each_form(
+    flag: str, args: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _err = _exit([*args, flag], capsys)
+    assert code == 0
+    assert out.splitlines()[0].startswith(usage)
+
+
 SUITE = """
 [[tasks]]
 name = "notes"

@@ -61,7 +61,7 @@ def _bound_option(name: str, default: float, text: str) -> Callable[[F], F]:
     return click.option(name, type=kind, default=default, show_default=True, help=text)
 
 
-@click.group(name="eval", cls=_EvalGroup)
+@click.group(name="eval", cls=_EvalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def eval_group() -> None:
     """Measure whether the board helps: run a suite under several arms and compare them.
 
