@@ -83,3 +83,20 @@ def test_trace_paths_are_safe_for_any_arm_name(tmp_path: Path) -> None:
 def test_arms_in_puts_the_preferred_order_first() -> None:
     rows = [_row("t", "x", 0), _row("t", "no-board", 0), _row("t", "board", 0)]
     assert arms_in(rows, ["board", "no-board", "absent"]) == ["board", "no-board", "x"]
+
+
+def test_a_folder_that_is_not_a_results_folder_is_not_written_into(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("my project\n")
+    with pytest.raises(StoreError, match="is not empty and holds no eval.json"):
+        ResultsStore(tmp_path).open_for_runs({"model": "m", "suite_digest": "d"})
+    assert [path.name for path in tmp_path.iterdir()] == ["README.md"]
+
+
+def test_a_results_file_with_a_bad_line_is_refused_before_any_run(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path)
+    store.open_for_runs({"model": "m", "suite_digest": "d"})
+    store.append(_row("a", "board", 0))
+    with store.results.open("a", encoding="utf-8") as stream:
+        stream.write("garbage\n")
+    with pytest.raises(StoreError, match="line 2 is not a result row"):
+        store.open_for_runs({"model": "m", "suite_digest": "d"})

@@ -86,11 +86,18 @@ class ResultsStore:
             existing = self.manifest()
             if existing is not None:
                 manifest = _merged(self.out, existing, manifest)
+            elif any(self.out.iterdir()):
+                # An --out of `.` or a project folder would be littered with results and traces.
+                raise StoreError(
+                    f"{self.out} is not empty and holds no {MANIFEST_FILE}; "
+                    "give --out a new or empty folder"
+                )
             _write_json(self.manifest_path, manifest)
             self._drop_cut_tail()
         except OSError as error:
             where = error.filename or self.out
             raise StoreError(f"{where}: cannot use it for results: {error.strerror}") from None
+        self.rows()  # a line that is not a row is named now, before any run is spent
 
     def manifest(self) -> JSONObject | None:
         try:
