@@ -162,7 +162,10 @@ def test_check_files_replace_links_the_agent_left_instead_of_writing_through_the
         check_files={"check.py": "check\n", "tests/c.txt": "c\n"},
     )
     swap = f"rm -rf check.py tests; ln -s {victim} check.py; ln -s {elsewhere} tests"
-    turns = [{"tool_calls": [{"name": "bash", "input": {"command": swap}}]}, {"text": "Done."}]
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": swap}}]},
+        {"text": "Done."},
+    ]
     row, _requests = _run_through_server(tmp_path, "no-board", turns, task=task)
     assert victim.read_text() == "mine\n"
     assert list(elsewhere.iterdir()) == []

@@ -87,7 +87,7 @@ def test_arms_in_puts_the_preferred_order_first() -> None:
 
 def test_a_folder_that_is_not_a_results_folder_is_not_written_into(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("my project\n")
-    with pytest.raises(StoreError, match="is not empty and holds no eval.json"):
+    with pytest.raises(StoreError, match=r"is not empty and holds no eval\.json"):
         ResultsStore(tmp_path).open_for_runs({"model": "m", "suite_digest": "d"})
     assert [path.name for path in tmp_path.iterdir()] == ["README.md"]
 

@@ -133,7 +133,7 @@ def test_a_folder_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Pat
     with (tmp_path / "start" / "disk.img").open("wb") as image:
         image.truncate(MAX_TASK_BYTES + 1)  # sparse: costs no disk, and would cost memory
     body = '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nfiles_from = "start"\n'
-    with pytest.raises(SuiteError, match="disk.img takes the folder over the"):
+    with pytest.raises(SuiteError, match=r"disk\.img takes the folder over the"):
         load_suite(_write_suite(tmp_path, body))
 
 

@@ -155,7 +155,7 @@ def _merged(out: Path, existing: JSONObject, manifest: JSONObject) -> JSONObject
                 f"{out} holds results for task {changed[0]!r} as it was before it changed; "
                 "use another --out"
             )
-        tasks = {**old_tasks, **new_tasks}
+        tasks: object = {**old_tasks, **new_tasks}
     elif existing.get("suite_digest") != manifest.get("suite_digest"):
         raise StoreError(
             f"{out} holds results for another suite (its tasks changed): "
