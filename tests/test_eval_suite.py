@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.eval.runner import run_check
+from orchestrator.eval.runner import CHECK_OUTPUT_LIMIT, run_check
 from orchestrator.eval.suite import MAX_TASK_BYTES, SuiteError, bundled_suite_path, load_suite
 
 
@@ -38,6 +38,21 @@ def test_a_check_that_hangs_is_killed_and_fails(tmp_path: Path) -> None:
     code, output = run_check("sleep 30", tmp_path, 0.3)
     assert code == 124
     assert "timed out after 0.3s" in output
+
+
+def test_a_check_is_judged_by_its_exit_though_a_process_it_left_holds_its_output(
+    tmp_path: Path,
+) -> None:
+    # The detached sleep keeps the output pipe open long after the check has passed.
+    code, output = run_check("setsid sleep 5 & echo passed", tmp_path, 2)
+    assert (code, output) == (0, "passed\n")
+
+
+def test_a_check_that_prints_without_end_keeps_only_the_tail(tmp_path: Path) -> None:
+    code, output = run_check("yes", tmp_path, 0.5)
+    assert code == 124
+    assert len(output) == CHECK_OUTPUT_LIMIT
+    assert output.endswith("y\n\n[check timed out after 0.5s]")
 
 
 def test_python_in_a_check_is_the_running_interpreter(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import datetime as dt
 import errno
 import hashlib
 import os
+import selectors
 import shutil
 import signal
 import stat
@@ -285,7 +286,10 @@ def run_check(command: str, workdir: Path, timeout: float) -> tuple[int, str]:
     """Run a task's check command; its exit code (124 on timeout) and the tail of its output.
 
     ``python`` on its path is the interpreter orchestrator runs on, so a suite's checks work on
-    a machine whose only Python is the one orchestrator was installed into.
+    a machine whose only Python is the one orchestrator was installed into. The verdict is the
+    shell's exit, within ``timeout``: only the tail of the output is kept (a check printing
+    without end costs no memory), and a process the check left behind that still holds the
+    output open (``setsid server &``) is not waited for.
     """
     env = scrub_environment(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -299,18 +303,43 @@ def run_check(command: str, workdir: Path, timeout: float) -> tuple[int, str]:
         start_new_session=True,
         env=env,
     )
-    try:
-        output, _ = process.communicate(timeout=timeout)
-        code = process.returncode
-    except subprocess.TimeoutExpired:
-        _kill_group(process.pid)
-        output, _ = process.communicate()
-        output += f"\n[check timed out after {timeout:g}s]".encode()
+    assert process.stdout is not None
+    tail = bytearray()
+    deadline = time.monotonic() + timeout
+    with process.stdout as stream, selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        try:
+            while process.poll() is None and time.monotonic() < deadline:
+                wait = min(deadline - time.monotonic(), 0.1)
+                if selector.get_map() and selector.select(max(wait, 0)):
+                    if not _read_into(stream.fileno(), tail):
+                        selector.unregister(stream)
+                elif not selector.get_map():
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(max(wait, 0))
+        finally:
+            _kill_group(process.pid)  # on timeout, and whatever the check left running
+        code = process.wait()
+        timed_out = code < 0 and time.monotonic() >= deadline
+        # What the check wrote before it ended is still in the pipe; take it, but briefly.
+        grace = time.monotonic() + 0.5
+        while selector.get_map() and selector.select(max(grace - time.monotonic(), 0)):
+            if not _read_into(stream.fileno(), tail):
+                break
+    if timed_out:
+        tail += f"\n[check timed out after {timeout:g}s]".encode()
         code = 124
-    finally:
-        _kill_group(process.pid)  # whatever the check left running in the background
-    text = output.decode("utf-8", "replace")
+    text = bytes(tail).decode("utf-8", "replace")
     return code, text[-CHECK_OUTPUT_LIMIT:]
+
+
+def _read_into(descriptor: int, tail: bytearray) -> bool:
+    """Read what is there into ``tail``, keeping its end only; False at end of output."""
+    chunk = os.read(descriptor, 1 << 16)
+    tail += chunk
+    # Four bytes a character at most, so the last CHECK_OUTPUT_LIMIT characters survive.
+    del tail[: max(0, len(tail) - 4 * CHECK_OUTPUT_LIMIT)]
+    return bool(chunk)
 
 
 def _kill_group(pid: int) -> None:
