@@ -100,3 +100,14 @@ def test_a_results_file_with_a_bad_line_is_refused_before_any_run(tmp_path: Path
         stream.write("garbage\n")
     with pytest.raises(StoreError, match="line 2 is not a result row"):
         store.open_for_runs({"model": "m", "suite_digest": "d"})
+
+
+def test_one_eval_at_a_time_writes_a_results_folder(tmp_path: Path) -> None:
+    manifest = {"model": "m", "suite_digest": "d"}
+    first = ResultsStore(tmp_path)
+    first.open_for_runs(manifest)
+    first.open_for_runs(manifest)  # the same eval may check again
+    with pytest.raises(StoreError, match="another orchestrator eval is writing to it"):
+        ResultsStore(tmp_path).open_for_runs(manifest)
+    first.close()
+    ResultsStore(tmp_path).open_for_runs(manifest)

@@ -8,6 +8,7 @@ runs could not be judged (rerun the same command to retry them), 2 bad input, 13
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -151,44 +152,48 @@ def run_command(
         store.open_for_runs(manifest)
     except StoreError as error:
         raise EvalInputError(str(error)) from None
-    specs = plan_runs(
-        loaded,
-        chosen,
-        repeat,
-        store,
-        model=choice,
-        limits=limits,
-        harness=harness,
-        keep_workdirs=keep_workdirs,
-    )
-    errors = Console(stderr=True)
-    if choice.scripted:
-        errors.print(f"[bold red][SCRIPTED models ({choice.name}): not a real model][/]")
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("({task.fields[left]} left) elapsed"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=errors,
-    ) as progress:
-        bar = progress.add_task(f"eval {loaded.name}", total=len(specs), left=len(specs))
+    # Held until the eval ends, so a second eval into DIR is refused, not run alongside.
+    with contextlib.closing(store):
+        specs = plan_runs(
+            loaded,
+            chosen,
+            repeat,
+            store,
+            model=choice,
+            limits=limits,
+            harness=harness,
+            keep_workdirs=keep_workdirs,
+        )
+        errors = Console(stderr=True)
+        if choice.scripted:
+            errors.print(f"[bold red][SCRIPTED models ({choice.name}): not a real model][/]")
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("({task.fields[left]} left) elapsed"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=errors,
+        ) as progress:
+            bar = progress.add_task(f"eval {loaded.name}", total=len(specs), left=len(specs))
 
-        def advance(done: int, total: int, row: JSONObject | None) -> None:
-            progress.update(bar, completed=done, total=total, left=total - done)
+            def advance(done: int, total: int, row: JSONObject | None) -> None:
+                progress.update(bar, completed=done, total=total, left=total - done)
 
-        outcome = run_eval(specs, store, jobs=jobs, on_progress=advance)
-    _report(out, store, json_output=False)
-    for reason in outcome.aborted:
-        errors.print(f"orchestrator: not judged (will rerun on resume): {reason}", highlight=False)
-    if outcome.interrupted:
-        errors.print("orchestrator: eval interrupted; run the same command again to resume")
-        return 130
-    if outcome.gave_up is not None:
-        errors.print(f"orchestrator: eval stopped: {outcome.gave_up}", highlight=False)
-    return 1 if outcome.aborted else 0
+            outcome = run_eval(specs, store, jobs=jobs, on_progress=advance)
+        _report(out, store, json_output=False)
+        for reason in outcome.aborted:
+            errors.print(
+                f"orchestrator: not judged (will rerun on resume): {reason}", highlight=False
+            )
+        if outcome.interrupted:
+            errors.print("orchestrator: eval interrupted; run the same command again to resume")
+            return 130
+        if outcome.gave_up is not None:
+            errors.print(f"orchestrator: eval stopped: {outcome.gave_up}", highlight=False)
+        return 1 if outcome.aborted else 0
 
 
 @eval_group.command(name="report")

@@ -9,6 +9,7 @@ model or a changed suite are never mixed into it.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -42,6 +43,7 @@ class ResultsStore:
         self.results = out / RESULTS_FILE
         self.manifest_path = out / MANIFEST_FILE
         self._lock = threading.Lock()
+        self._folder_lock: int | None = None
 
     def rows(self) -> list[JSONObject]:
         """The complete rows, first of each key only, in the order they were written."""
@@ -82,7 +84,15 @@ class ResultsStore:
         made under those would be compared as if they were alike.
         """
         try:
+            self._open(manifest)
+        except StoreError:
+            self.close()
+            raise
+
+    def _open(self, manifest: JSONObject) -> None:
+        try:
             self.out.mkdir(parents=True, exist_ok=True)
+            self._hold_lock()
             existing = self.manifest()
             if existing is not None:
                 manifest = _merged(self.out, existing, manifest)
@@ -98,6 +108,31 @@ class ResultsStore:
             where = error.filename or self.out
             raise StoreError(f"{where}: cannot use it for results: {error.strerror}") from None
         self.rows()  # a line that is not a row is named now, before any run is spent
+
+    def _hold_lock(self) -> None:
+        """Lock the directory for as long as this store lives: one eval writes it at a time.
+
+        Two evals in one directory would each run what the other is running; the lock is on
+        the folder itself, so it adds no file, and the system drops it when the process ends.
+        """
+        if self._folder_lock is not None:
+            return
+        descriptor = os.open(self.out, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise StoreError(
+                f"{self.out}: another orchestrator eval is writing to it; "
+                "wait for it to finish, or use another --out"
+            ) from None
+        self._folder_lock = descriptor
+
+    def close(self) -> None:
+        """Let another eval write the directory."""
+        lock, self._folder_lock = self._folder_lock, None
+        if lock is not None:
+            os.close(lock)
 
     def manifest(self) -> JSONObject | None:
         try:
