@@ -172,6 +172,20 @@ def test_check_files_replace_links_the_agent_left_instead_of_writing_through_the
     assert (row["success"], row["check_output"]) == (True, "check\nc\n")
 
 
+def test_a_work_directory_the_agent_replaced_by_a_link_is_made_again(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    task = Task(name="gone", prompt="p", check="cat c.txt", check_files={"c.txt": "c\n"})
+    swap = f'here="$PWD"; cd /; rm -rf "$here"; ln -s {elsewhere} "$here"'
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": swap}}]},
+        {"text": "Done."},
+    ]
+    row, _requests = _run_through_server(tmp_path, "no-board", turns, task=task)
+    assert list(elsewhere.iterdir()) == []
+    assert (row["success"], row["check_output"]) == (True, "c\n")
+
+
 def test_an_api_failure_is_not_judged(tmp_path: Path) -> None:
     with pytest.raises(RunAborted, match="the model failed: API error 401"):
         _run_through_server(tmp_path, "board", [{"fault": "status", "status": 401}])
@@ -182,6 +196,15 @@ class _Echo:
 
     def respond(self, request: Any, on_text: Any) -> Any:
         raise AssertionError("a bounded model must not call on")
+
+
+def test_a_machine_failure_is_not_judged_and_named_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "traces").write_text("a file where the trace folder should be")
+    choice = ModelChoice("api", "claude-test", base_url="http://127.0.0.1:9", api_key="k")
+    spec = RunSpec(TASK, parse_arm("board"), 3, choice, str(tmp_path / "traces" / "3.jsonl"))
+    with pytest.raises(RunAborted) as aborted:
+        execute_run(spec)
+    assert str(aborted.value) == f"notes/board/3: File exists: {tmp_path / 'traces'}"
 
 
 def test_the_time_bound_and_the_stop_flag_end_a_run_before_the_next_call() -> None:

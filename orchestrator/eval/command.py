@@ -186,13 +186,17 @@ def run_command(
         _report(out, store, json_output=False)
         for reason in outcome.aborted:
             errors.print(
-                f"orchestrator: not judged (will rerun on resume): {reason}", highlight=False
+                f"orchestrator: not judged (will rerun on resume): {reason}",
+                highlight=False,
+                soft_wrap=True,
             )
         if outcome.interrupted:
             errors.print("orchestrator: eval interrupted; run the same command again to resume")
             return 130
         if outcome.gave_up is not None:
-            errors.print(f"orchestrator: eval stopped: {outcome.gave_up}", highlight=False)
+            errors.print(
+                f"orchestrator: eval stopped: {outcome.gave_up}", highlight=False, soft_wrap=True
+            )
         return 1 if outcome.aborted else 0
 
 

@@ -229,7 +229,20 @@ class BoundedModel:
 
 
 def execute_run(spec: RunSpec, stop: threading.Event | None = None) -> JSONObject:
-    """Run ``spec`` in a fresh temporary workdir and return its result row."""
+    """Run ``spec`` in a fresh temporary workdir and return its result row.
+
+    A failure of this machine rather than of the run (a full disk, a trace folder that cannot
+    be written) raises :class:`RunAborted` naming it, so the eval reports it in one line and a
+    resume runs it again.
+    """
+    try:
+        return _execute_run(spec, stop)
+    except OSError as error:
+        detail = f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")
+        raise RunAborted(f"{'/'.join(map(str, spec.key))}: {detail}") from error
+
+
+def _execute_run(spec: RunSpec, stop: threading.Event | None) -> JSONObject:
     task, arm = spec.task, spec.arm
     workdir = Path(tempfile.mkdtemp(prefix=f"orchestrator-eval-{task.name}-"))
     try:
@@ -352,10 +365,16 @@ def _write_files(workdir: Path, files: Mapping[str, str]) -> None:
 
     The check files are written after the agent's run, into a folder its commands could change:
     a ``check.py`` made a symlink to ``~/.bashrc`` must be replaced, not written through. So each
-    folder on the way is opened without following links (a link or a file in its place is
-    removed), and the file is created fresh beside them.
+    folder on the way, the work directory itself included, is opened without following links
+    (a link or a file in its place is removed, a missing one made again), and the file is
+    created fresh beside them.
     """
-    root = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY)
+    # The agent may have removed its work directory, or put a link in its place.
+    parent = os.open(workdir.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        root = _open_folder(parent, workdir.name)
+    finally:
+        os.close(parent)
     try:
         for relative, content in files.items():
             *folders, name = PurePosixPath(relative).parts
