@@ -81,6 +81,13 @@ def _exit(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
         (["eval", "--out", "o", "--scripted", "--task", "nope"], "no task named 'nope'"),
         (["eval", "--out", "o", "--scripted", "--prices", "1,2"], "--prices must be four"),
         (["eval", "report", "nowhere"], "no results.jsonl"),
+        (
+            ["eval", "--out", "o", "--scripted", "--repeat", "0"],
+            "'--repeat': 0 is not in the range",
+        ),
+        (["eval", "--out", "o", "--scripted", "--repeat", "100000000"], "1<=x<=10000"),
+        (["eval", "--out", "o", "--scripted", "--jobs", "0"], "'--jobs': 0 is not in the range"),
+        (["eval", "--out", "o", "--scripted", "--jobs", "100000"], "1<=x<=256"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

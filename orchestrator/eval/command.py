@@ -37,6 +37,10 @@ from orchestrator.eval.suite import Suite, SuiteError, bundled_suite_path, load_
 from orchestrator.protocols import JSONObject
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Runs are planned up front, so a slipped digit must not plan (and hold) millions of them.
+MAX_REPEAT = 10_000
+#: Each job is a thread running an agent and its subprocesses; more is surely a typo.
+MAX_JOBS = 256
 #: Wide enough for the arms table when the output is not a terminal (a file, a pipe, a test).
 _REPORT_WIDTH = 150
 
@@ -75,8 +79,8 @@ def eval_group() -> None:
 @eval_group.command(name="run")
 @click.argument("suite", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--arms", default=None, help="Comma-separated arms [the suite's, or board,no-board].")
-@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--repeat", type=click.IntRange(1, MAX_REPEAT), default=3, show_default=True)
+@click.option("--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--scripted", is_flag=True, help="Use the bundled scripted models, not the API.")
 @click.option(
