@@ -114,6 +114,20 @@ def test_an_out_that_cannot_be_a_folder_is_one_line_and_exit_2(
     assert err == "orchestrator: error: a-file/out: cannot use it for results: Not a directory\n"
 
 
+def test_a_rerun_into_the_same_folder_says_what_it_resumes_and_adds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = ["eval", "--scripted", "--out", "o", "--task", "refactor-hello", "--repeat", "1"]
+    code, _out, err = _exit([*first, "--arms", "board"], capsys)
+    assert code == 0 and "resuming" not in err
+    code, _out, err = _exit([*first[:-1], "2", "--arms", "board,no-board"], capsys)
+    assert code == 0
+    resumed = "orchestrator: resuming o: 1 of 4 runs are recorded and skipped; adding arms no-board"
+    assert f"{resumed}\n" in err
+    assert len((tmp_path / "o" / "results.jsonl").read_text().splitlines()) == 4
+
+
 def test_without_a_key_and_without_scripted_it_says_what_to_do(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

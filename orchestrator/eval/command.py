@@ -30,9 +30,9 @@ from orchestrator.config import ConfigError, load_config
 from orchestrator.eval.arms import DEFAULT_ARMS, ArmError, parse_arms
 from orchestrator.eval.driver import plan_runs, run_eval
 from orchestrator.eval.report import print_report, summarise, write_plot
-from orchestrator.eval.runner import Harness, Limits, ModelChoice, Pricing
+from orchestrator.eval.runner import Harness, Limits, ModelChoice, Pricing, RunSpec
 from orchestrator.eval.scripted import SCRIPTED_MODELS
-from orchestrator.eval.store import PLOT_FILE, ResultsStore, StoreError
+from orchestrator.eval.store import PLOT_FILE, ResultsStore, RunKey, StoreError
 from orchestrator.eval.suite import Suite, SuiteError, bundled_suite_path, load_suite
 from orchestrator.protocols import JSONObject
 
@@ -153,6 +153,7 @@ def run_command(
         "settings": {**attrs.asdict(limits), **attrs.asdict(harness)},
     }
     try:
+        held = store.manifest()
         store.open_for_runs(manifest)
     except StoreError as error:
         raise EvalInputError(str(error)) from None
@@ -171,6 +172,8 @@ def run_command(
         errors = Console(stderr=True)
         if choice.scripted:
             errors.print(f"[bold red][SCRIPTED models ({choice.name}): not a real model][/]")
+        if held is not None:
+            _say_what_is_resumed(errors, out, held, specs, store.done())
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -202,6 +205,23 @@ def run_command(
                 f"orchestrator: eval stopped: {outcome.gave_up}", highlight=False, soft_wrap=True
             )
         return 1 if outcome.aborted else 0
+
+
+def _say_what_is_resumed(
+    errors: Console, out: Path, held: JSONObject, specs: list[RunSpec], done: set[RunKey]
+) -> None:
+    """One line on what an existing results directory holds and what this eval adds to it."""
+    recorded = sum(spec.key in done for spec in specs)
+    new_arms = list(
+        dict.fromkeys(s.arm.name for s in specs if s.arm.name not in held.get("arms", []))
+    )
+    added = f"; adding arms {', '.join(new_arms)}" if new_arms else ""
+    errors.print(
+        f"orchestrator: resuming {out}: {recorded} of {len(specs)} runs are recorded and "
+        f"skipped{added}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @eval_group.command(name="report")
