@@ -111,3 +111,11 @@ def test_one_eval_at_a_time_writes_a_results_folder(tmp_path: Path) -> None:
         ResultsStore(tmp_path).open_for_runs(manifest)
     first.close()
     ResultsStore(tmp_path).open_for_runs(manifest)
+
+
+@pytest.mark.parametrize("manifest", ["[1]", '{"arms": 5}', '{"arms": [1]}', '{"tasks": []}'])
+def test_a_manifest_of_the_wrong_shape_is_named(tmp_path: Path, manifest: str) -> None:
+    store = ResultsStore(tmp_path)
+    store.manifest_path.write_text(manifest)
+    with pytest.raises(StoreError, match=r"eval\.json: not an eval manifest"):
+        store.manifest()

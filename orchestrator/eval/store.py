@@ -141,8 +141,15 @@ class ResultsStore:
             return None
         except (OSError, ValueError) as error:
             raise StoreError(f"{self.manifest_path}: cannot read it: {error}") from None
-        if not isinstance(data, dict):
-            raise StoreError(f"{self.manifest_path}: not an eval manifest")
+        arms = data.get("arms", []) if isinstance(data, dict) else None
+        if (
+            not isinstance(data, dict)
+            or not isinstance(arms, list)
+            or not all(isinstance(arm, str) for arm in arms)
+            or not isinstance(data.get("tasks", {}), dict)
+            or not isinstance(data.get("settings", {}), dict)
+        ):
+            raise StoreError(f"{self.manifest_path}: not an eval manifest; was it edited by hand?")
         return data
 
     def append(self, row: JSONObject) -> None:
