@@ -8,6 +8,7 @@ sends all three, so the check can fail.
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,29 @@ class _Echo:
 
     def respond(self, request: Any, on_text: Any) -> Any:
         raise AssertionError("a bounded model must not call on")
+
+
+def test_work_directories_are_removed_unless_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    write = {"name": "write_file", "input": {"path": "notes.txt", "content": "n"}}
+    turns: list[dict[str, Any]] = [{"tool_calls": [write]}, {"text": "Done."}]
+    row, _requests = _run_through_server(tmp_path, "board", turns)
+    assert row["workdir"] is None and list(temporary.iterdir()) == []
+    with pytest.raises(RunAborted):
+        _run_through_server(tmp_path, "board", [{"fault": "status", "status": 401}])
+    assert list(temporary.iterdir()) == []
+    script = parse_script({"name": "kept", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        choice = ModelChoice("api", "m", base_url=server.base_url, api_key="k", max_retries=0)
+        trace = str(tmp_path / "kept.jsonl")
+        row = execute_run(RunSpec(TASK, parse_arm("board"), 0, choice, trace, keep_workdir=True))
+    kept = Path(row["workdir"])
+    assert kept.parent == temporary
+    assert sorted(path.name for path in kept.iterdir()) == ["notes.txt", "seed.txt"]
 
 
 def test_a_machine_failure_is_not_judged_and_named_in_one_line(tmp_path: Path) -> None:
