@@ -81,6 +81,9 @@ def _exit(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
         (["eval", "--out", "o", "--scripted", "--task", "nope"], "no task named 'nope'"),
         (["eval", "--out", "o", "--scripted", "--prices", "1,2"], "--prices must be four"),
         (["eval", "report", "nowhere"], "no results.jsonl"),
+        (["eval", "--out", "o", "--scripted", "--max-cost", "nan"], "nan is not a finite number"),
+        (["eval", "--out", "o", "--scripted", "--run-timeout", "inf"], "inf is not a finite"),
+        (["eval", "--out", "o", "--scripted", "--prices", "nan,1,1,1"], "--prices must be four"),
         (
             ["eval", "--out", "o", "--scripted", "--repeat", "0"],
             "'--repeat': 0 is not in the range",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,9 +62,17 @@ class _EvalGroup(click.Group):
 
 
 def _bound_option(name: str, default: float, text: str) -> Callable[[F], F]:
-    """A per-run bound: a number above 0."""
+    """A per-run bound: a finite number above 0 (``nan`` or ``inf`` would switch it off)."""
     kind = click.FloatRange(min=0, min_open=True)
-    return click.option(name, type=kind, default=default, show_default=True, help=text)
+    return click.option(
+        name, type=kind, default=default, show_default=True, help=text, callback=_finite
+    )
+
+
+def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number")
+    return value
 
 
 @click.group(name="eval", cls=_EvalGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -300,7 +309,7 @@ def _pricing(text: str | None) -> Pricing:
         values = [float(part) for part in text.split(",")]
     except ValueError:
         values = []
-    if len(values) != 4 or any(value < 0 for value in values):
+    if len(values) != 4 or not all(math.isfinite(value) and value >= 0 for value in values):
         raise EvalInputError(
             f"--prices must be four numbers IN,OUT,CACHE_READ,CACHE_WRITE (US dollars per "
             f"million tokens), got {text!r}"
