@@ -111,6 +111,14 @@ def test_inline_files_win_over_the_folder_and_defaults_apply(tmp_path: Path) -> 
         ("name = 'x'\n", "at least one"),
         ("[[tasks]\n", "not valid TOML"),
         (
+            'check_timeout = inf\n[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\n',
+            "check_timeout must be a finite number of seconds above 0, got inf",
+        ),
+        (
+            '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\ncheck_timeout = nan\n',
+            "check_timeout must be a finite number of seconds above 0, got nan",
+        ),
+        (
             '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nmax_rounds = 0\n',
             "max_rounds must be a whole number of at least 1, got 0",
         ),

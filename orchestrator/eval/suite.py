@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -302,6 +303,12 @@ def _positive_int(raw: Mapping[str, Any], key: str, default: int, prefix: str) -
 
 def _positive_number(raw: Mapping[str, Any], key: str, default: float, prefix: str) -> float:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise SuiteError(f"{prefix}{key} must be a number of seconds above 0, got {value!r}")
+    # TOML has nan and inf; either would leave a check without a time bound.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise SuiteError(f"{prefix}{key} must be a finite number of seconds above 0, got {value!r}")
     return float(value)
