@@ -131,6 +131,21 @@ def test_a_rerun_into_the_same_folder_says_what_it_resumes_and_adds(
     assert len((tmp_path / "o" / "results.jsonl").read_text().splitlines()) == 4
 
 
+def test_a_suite_and_an_out_with_brackets_are_shown_as_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.toml").write_text(
+        'name = "[/oops]"\n[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "cat seed.txt"\n'
+        '[tasks.files]\n"seed.txt" = "s"\n'
+        '[[tasks.steps]]\ntitle = "Read"\ntool = "read_file"\ninput = { path = "seed.txt" }\n'
+    )
+    args = ["eval", "mine.toml", "--scripted", "--out", "o[/x]", "--repeat", "1"]
+    code, out, err = _exit([*args, "--scripted-model", "diligent"], capsys)
+    assert code == 0, err
+    assert "suite: [/oops] · model: scripted:diligent" in out and "plot: o[/x]/report.png" in out
+
+
 def test_without_a_key_and_without_scripted_it_says_what_to_do(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

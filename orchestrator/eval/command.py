@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import attrs
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -193,7 +194,9 @@ def run_command(
             TimeRemainingColumn(),
             console=errors,
         ) as progress:
-            bar = progress.add_task(f"eval {loaded.name}", total=len(specs), left=len(specs))
+            bar = progress.add_task(
+                f"eval {escape(loaded.name)}", total=len(specs), left=len(specs)
+            )
 
             def advance(done: int, total: int, row: JSONObject | None) -> None:
                 progress.update(bar, completed=done, total=total, left=total - done)
@@ -204,6 +207,7 @@ def run_command(
             errors.print(
                 f"orchestrator: not judged (will rerun on resume): {reason}",
                 highlight=False,
+                markup=False,
                 soft_wrap=True,
             )
         if outcome.interrupted:
@@ -211,7 +215,10 @@ def run_command(
             return 130
         if outcome.gave_up is not None:
             errors.print(
-                f"orchestrator: eval stopped: {outcome.gave_up}", highlight=False, soft_wrap=True
+                f"orchestrator: eval stopped: {outcome.gave_up}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
             )
         return 1 if outcome.aborted else 0
 
@@ -229,6 +236,7 @@ def _say_what_is_resumed(
         f"orchestrator: resuming {out}: {recorded} of {len(specs)} runs are recorded and "
         f"skipped{added}",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
 
@@ -266,7 +274,7 @@ def _report(out: Path, store: ResultsStore, *, json_output: bool) -> None:
         console = Console(width=_REPORT_WIDTH)
     print_report(summary, console, title=f"suite: {manifest.get('suite', '?')} · ")
     if rows:
-        console.print(f"plot: {plot}", highlight=False)
+        console.print(f"plot: {plot}", highlight=False, markup=False)
 
 
 def _load_suite(path: Path | None, tasks: tuple[str, ...]) -> Suite:
