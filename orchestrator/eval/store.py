@@ -137,9 +137,11 @@ class ResultsStore:
     def manifest(self) -> JSONObject | None:
         try:
             data: Any = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as error:
+        except (FileNotFoundError, NotADirectoryError):
+            return None  # no eval here yet (or no folder at all)
+        except OSError as error:
+            raise StoreError(f"{self.manifest_path}: cannot read it: {error.strerror}") from None
+        except ValueError as error:
             raise StoreError(f"{self.manifest_path}: cannot read it: {error}") from None
         arms = data.get("arms", []) if isinstance(data, dict) else None
         if (
