@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from orchestrator.eval.runner import CHECK_OUTPUT_LIMIT, run_check
-from orchestrator.eval.suite import MAX_TASK_BYTES, SuiteError, bundled_suite_path, load_suite
+from orchestrator.eval.suite import (
+    MAX_SUITE_BYTES,
+    MAX_TASK_BYTES,
+    SuiteError,
+    bundled_suite_path,
+    load_suite,
+)
 
 
 def test_the_bundled_suite_has_six_multi_step_tasks_with_checks_and_steps() -> None:
@@ -169,3 +175,13 @@ def test_links_in_the_folder_are_not_followed_out_of_it(tmp_path: Path) -> None:
     (tmp_path / "start" / "secret.txt").symlink_to(tmp_path / "outside" / "secret.txt")
     body = '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nfiles_from = "start"\n'
     assert load_suite(_write_suite(tmp_path, body)).tasks[0].files == {"sub/kept.txt": "kept\n"}
+
+
+def test_a_suite_that_is_a_device_or_too_big_is_refused_unread(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match="/dev/zero: not a regular file"):
+        load_suite(Path("/dev/zero"))
+    big = tmp_path / "big.toml"
+    with big.open("wb") as stream:
+        stream.truncate(MAX_SUITE_BYTES + 1)  # sparse
+    with pytest.raises(SuiteError, match="over the 67108864 bytes a suite file may hold"):
+        load_suite(big)

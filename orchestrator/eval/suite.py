@@ -47,6 +47,8 @@ DEFAULT_MAX_ROUNDS = 30
 DEFAULT_CHECK_TIMEOUT = 120.0
 #: A suite's files are source code, not data sets: this much in one task is surely a mistake.
 MAX_TASK_BYTES = 8 << 20
+#: A suite file holds its tasks' inline files too: room for several tasks at the limit above.
+MAX_SUITE_BYTES = 64 << 20
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SUITE_KEYS = frozenset({"name", "description", "arms", "max_rounds", "check_timeout", "tasks"})
 _TASK_KEYS = frozenset(
@@ -133,6 +135,11 @@ def load_suite(path: Path) -> Suite:
     """Read and check a suite file; every problem raises :class:`SuiteError`."""
     source = str(path)
     try:
+        # A device or a pipe (`/dev/zero`, `<(…)`) would be read without end.
+        if path.exists() and not path.is_file():
+            raise SuiteError(f"{source}: not a regular file")
+        if path.exists() and path.stat().st_size > MAX_SUITE_BYTES:
+            raise SuiteError(f"{source}: over the {MAX_SUITE_BYTES} bytes a suite file may hold")
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SuiteError(f"{source}: no such suite file") from None
