@@ -222,6 +222,25 @@ def test_work_directories_are_removed_unless_kept(
     assert sorted(path.name for path in kept.iterdir()) == ["notes.txt", "seed.txt"]
 
 
+def test_a_link_the_agent_left_for_its_work_directory_is_removed_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporary, elsewhere = tmp_path / "tmp", tmp_path / "elsewhere"
+    temporary.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine\n")
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    swap = f'here="$PWD"; cd /; rm -rf "$here"; ln -s {elsewhere} "$here"'
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": swap}}]},
+        {"fault": "status", "status": 401},
+    ]
+    with pytest.raises(RunAborted):
+        _run_through_server(tmp_path, "board", turns)
+    assert list(temporary.iterdir()) == []
+    assert [path.name for path in elsewhere.iterdir()] == ["keep.txt"]
+
+
 def test_a_machine_failure_is_not_judged_and_named_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "traces").write_text("a file where the trace folder should be")
     choice = ModelChoice("api", "claude-test", base_url="http://127.0.0.1:9", api_key="k")

@@ -291,7 +291,9 @@ def _execute_run(spec: RunSpec, stop: threading.Event | None) -> JSONObject:
             "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
     finally:
-        if not spec.keep_workdir:
+        if not spec.keep_workdir and workdir.is_symlink():
+            workdir.unlink()  # the agent's link in its place; what it points at is not ours
+        elif not spec.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
