@@ -255,7 +255,9 @@ def test_env_shows_no_planted_secret(
     leaked = [name for name, value in planted.items() if value in result.text]
     hardening.record("escape", ok=not leaked, what="secrets in the bash environment")
     assert leaked == []
-    assert "SANDBOX_VISIBLE=plain-value" in result.text
+    # An allowlist, not a scrub: a name that does not look secret stays out unless passed in.
+    assert "SANDBOX_VISIBLE" not in result.text
+    assert "PATH=" in result.text
 
 
 # --- --deny-bash through the real CLI ------------------------------------------------------------

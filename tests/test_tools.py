@@ -24,6 +24,7 @@ from orchestrator.tools import (
     WriteFileTool,
     scrub_environment,
 )
+from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 
 
 @pytest.fixture
@@ -266,9 +267,7 @@ def test_bash_decodes_multibyte_characters_split_across_reads(workdir: Workdir) 
     assert result.text == "€" * 70_000
 
 
-def test_bash_environment_has_no_secrets(
-    registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bash_environment_is_an_allowlist(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     planted = {
         "ANTHROPIC_API_KEY": "sk-ant-planted-1",
         "MY_API_KEY": "planted-2",
@@ -278,12 +277,18 @@ def test_bash_environment_has_no_secrets(
     }
     for name, value in planted.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HARMLESS_SETTING", "visible-value")
-    result = registry.dispatch("bash", {"command": "env"})
+    # A credential whose name looks harmless: only an allowlist keeps it out.
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:planted-6@db/prod")
+    monkeypatch.setenv("PASSED_IN", "visible-value")
+    workdir = Workdir(root)
+    sandbox = Sandbox("workdir", SandboxPolicy(root, env_names=("PASSED_IN",)))
+    result = BashTool(workdir, sandbox=sandbox).run({"command": "env"})
     for name, value in planted.items():
         assert value not in result.text
         assert f"{name}=" not in result.text
-    assert "HARMLESS_SETTING=visible-value" in result.text
+    assert "planted-6" not in result.text
+    assert "PASSED_IN=visible-value" in result.text
+    assert f"PATH={os.environ['PATH']}" in result.text
 
 
 def test_scrub_environment_drops_secret_names_in_any_case() -> None:
@@ -327,15 +332,15 @@ def test_bash_timeout_kills_every_process_it_started(
         assert _wait_until_dead(pid), f"{pid_file.name}: process {pid} survived the timeout"
 
 
-def test_bash_returns_when_a_background_process_keeps_the_pipe(
+def test_bash_returns_and_stops_a_background_process_that_keeps_the_pipe(
     workdir: Workdir, root: Path, reap_pids: list[Path]
 ) -> None:
     reap_pids.append(root / "bg.pid")
     tool = BashTool(workdir, background_grace=0.2)
     result = tool.run({"command": "sleep 60 & echo $! > bg.pid; echo started", "timeout": 60})
     assert not result.is_error
-    assert result.text.startswith("started\n[background processes still hold the output")
-    assert _alive(int((root / "bg.pid").read_text()))
+    assert result.text.startswith("started\n[background processes still held the output")
+    assert _wait_until_dead(int((root / "bg.pid").read_text()))
 
 
 @pytest.mark.parametrize(

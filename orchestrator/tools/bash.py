@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import functools
 import os
 import selectors
 import subprocess
@@ -16,8 +17,14 @@ import attrs
 
 from orchestrator.protocols import JSONObject, ToolError, ToolResult
 from orchestrator.tools.arguments import error_result, optional, required, with_note
-from orchestrator.tools.processes import kill_everything
-from orchestrator.tools.secrets import scrub_environment
+from orchestrator.tools.processes import (
+    apply_limits,
+    become_subreaper,
+    children_of,
+    kill_everything,
+    kill_orphans,
+)
+from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 from orchestrator.tools.workdir import Workdir
 
 _READ_CHUNK = 65536
@@ -74,6 +81,11 @@ class BashTool:
     """Runs one shell command in the work directory with a timeout and a cap on output."""
 
     workdir: Workdir
+    #: Where commands run; by default ``workdir`` mode (or ``none`` for an unconfined workdir).
+    sandbox: Sandbox = attrs.field(
+        default=attrs.Factory(lambda self: _default_sandbox(self.workdir), takes_self=True),
+        kw_only=True,
+    )
     default_timeout: float = attrs.field(default=120.0, kw_only=True)
     max_timeout: float = attrs.field(default=600.0, kw_only=True)
     max_output: int = attrs.field(default=50_000, kw_only=True)
@@ -92,8 +104,9 @@ class BashTool:
                 "Run a shell command with bash in the work directory and return its combined "
                 "stdout and stderr. Stdin is empty, so interactive programs get end-of-file. "
                 f"Output beyond {self.max_output} characters is cut. A non-zero exit status is "
-                "shown as [exit code N]. Background long-running programs with their output "
-                "redirected to a file (cmd > log 2>&1 &)."
+                "shown as [exit code N]. Every process the command starts, background ones "
+                "included, is stopped when the command ends: a server started here does not "
+                "outlive the call, so start it, use it and stop it within one command."
             ),
             "input_schema": {
                 "type": "object",
@@ -132,15 +145,21 @@ class BashTool:
         return float(min(requested, self.max_timeout))
 
     def _execute(self, command: str, timeout: float) -> ToolResult:
+        argv, env = self.sandbox.command(command, os.environ)
+        # Orphans of the command are reparented to the harness, which kills them afterwards.
+        become_subreaper()
+        children_before = children_of(os.getpid())
         try:
             process = subprocess.Popen(
-                ["bash", "-c", command],
+                argv,
                 cwd=self.workdir.root,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env=scrub_environment(os.environ),
+                env=env,
+                # Only setrlimit runs between fork and exec: no lock another thread could hold.
+                preexec_fn=functools.partial(apply_limits, self.sandbox.policy.limits),  # noqa: PLW1509
             )
         except OSError as error:
             if error.errno == errno.E2BIG:
@@ -159,11 +178,11 @@ class BashTool:
             if finish.timed_out:
                 kill_everything(process, pipe_inode)
                 _drain(pipe.fileno(), output)
-        except BaseException:
-            # A Ctrl-C at the terminal never reaches the command, which has its own session.
-            kill_everything(process, pipe_inode)
-            raise
         finally:
+            # Background processes end with the command, in every mode; after a Ctrl-C too,
+            # which never reaches the command in its own session.
+            kill_everything(process, pipe_inode)
+            kill_orphans(children_before | {process.pid})
             pipe.close()
             _reap(process)
         return self._result(finish, output, process.returncode, timeout)
@@ -182,8 +201,8 @@ class BashTool:
         if finish.detached:
             text = with_note(
                 text,
-                "[background processes still hold the output; later output from them is not "
-                "shown: redirect it to a file (cmd > log 2>&1 &)]",
+                "[background processes still held the output when the command ended; they "
+                "were stopped: start, use and stop a server within one command]",
             )
         if returncode is not None and returncode < 0:
             text = with_note(text, f"[terminated by signal {-returncode}]")
@@ -243,3 +262,7 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
     # One stuck in the kernel is left for Popen to reap later.
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(5)
+
+
+def _default_sandbox(workdir: Workdir) -> Sandbox:
+    return Sandbox("workdir" if workdir.confined else "none", SandboxPolicy(workdir.root))

@@ -7,12 +7,111 @@ left the process tree too; these helpers find them by ancestry and by the output
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import resource
 import signal
 import subprocess
+import time
 from pathlib import Path
 
+import attrs
+
+from orchestrator.tools.sandbox import Limits
+
 _KILL_ROUNDS = 10
+_PR_SET_CHILD_SUBREAPER = 36
+_REAP_SECONDS = 2.0
+_REAP_POLL = 0.01
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt its descendants' orphans (Linux ``PR_SET_CHILD_SUBREAPER``).
+
+    A double fork then no longer hands a background process to init, out of reach: it lands
+    here, where :func:`kill_orphans` finds it. Returns whether the kernel accepted it.
+    """
+    return _subreaper.enable()
+
+
+@attrs.define
+class _Subreaper:
+    enabled: bool = False
+
+    def enable(self) -> bool:
+        if self.enabled:
+            return True
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            self.enabled = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            self.enabled = False
+        return self.enabled
+
+
+_subreaper = _Subreaper()
+
+
+def apply_limits(limits: Limits) -> None:
+    """Set the command's rlimits; runs in the child between fork and exec.
+
+    The kernel does not hold root to the process-count limit; the memory limit counts data
+    segments (not address space, which runtimes such as V8 reserve by the gigabyte).
+    """
+    for kind, value in (
+        (resource.RLIMIT_NPROC, limits.max_processes),
+        (resource.RLIMIT_FSIZE, limits.max_file_bytes),
+        (resource.RLIMIT_DATA, limits.max_memory_bytes),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        with contextlib.suppress(ValueError, OSError):  # never above an existing hard limit
+            _soft, hard = resource.getrlimit(kind)
+            bound = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(kind, (bound, bound))
+
+
+def children_of(pid: int) -> set[int]:
+    """The live children of ``pid``."""
+    return {child for child in _process_ids() if _parent_of(child) == pid}
+
+
+def kill_orphans(known: set[int]) -> None:
+    """SIGKILL every child of this process not in ``known``, with all of its descendants.
+
+    After a command ends, those are the background processes it left, adopted here because
+    this process is a subreaper. Each is stopped first so it cannot fork away mid-search.
+    """
+    me = os.getpid()
+    victims: set[int] = set()
+    for _ in range(_KILL_ROUNDS):
+        adopted = children_of(me) - known
+        found = adopted | _descendants(adopted | victims)
+        fresh = found - victims
+        if not fresh:
+            break
+        for pid in fresh:
+            _signal(pid, signal.SIGSTOP)
+        victims |= fresh
+    for pid in victims:
+        _signal(pid, signal.SIGKILL)
+    _reap_children(children_of(me) & victims | (victims - known))
+
+
+def _reap_children(pids: set[int]) -> None:
+    # Only our own children can be reaped; waitpid on a stranger's pid fails at once.
+    deadline = time.monotonic() + _REAP_SECONDS
+    pending = set(pids)
+    while pending and time.monotonic() < deadline:
+        for pid in list(pending):
+            try:
+                done, _status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pending.discard(pid)
+                continue
+            if done:
+                pending.discard(pid)
+        if pending:
+            time.sleep(_REAP_POLL)
 
 
 def kill_everything(process: subprocess.Popen[bytes], pipe_inode: int) -> None:
