@@ -108,7 +108,7 @@ def test_values_are_parsed_to_their_types(tmp_path: Path) -> None:
         ({"ORCHESTRATOR_TIMEOUT": "nan"}, "timeout", "above 0"),
         ({"ORCHESTRATOR_TIMEOUT": "inf"}, "timeout", "above 0"),
         ({"ORCHESTRATOR_DENY_BASH": "maybe"}, "deny_bash", "true or false"),
-        ({"ORCHESTRATOR_SANDBOX": "docker"}, "sandbox", "one of workdir, none"),
+        ({"ORCHESTRATOR_SANDBOX": "docker"}, "sandbox", "one of auto, bwrap, workdir, none"),
         ({"ORCHESTRATOR_PLAN_POLICY": "loose"}, "plan_policy", "one of strict, lenient"),
         ({"ANTHROPIC_MODEL": "   "}, "model", "a non-empty string"),
     ],

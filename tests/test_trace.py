@@ -366,7 +366,7 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
         env |= {
             "ANTHROPIC_API_KEY": PLANTED_KEY,
             "ANTHROPIC_BASE_URL": server.base_url,
-            # A variable the bash tool does not scrub, so the key does come back in its output.
+            # A variable passed into bash with --env, so the key does come back in its output.
             "LEAKED_VIA_ENV": PLANTED_KEY,
         }
         done = subprocess.run(
@@ -381,6 +381,8 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
                 "--trace",
                 str(trace_path),
                 "--trace-requests",
+                "--env",
+                "LEAKED_VIA_ENV",
                 "--yes",
                 "--max-retries",
                 "0",

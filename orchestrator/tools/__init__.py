@@ -11,6 +11,7 @@ from orchestrator.protocols import Tool
 from orchestrator.tools.bash import BashTool
 from orchestrator.tools.files import EditFileTool, ReadFileTool, WriteFileTool
 from orchestrator.tools.registry import SIDE_EFFECT_TOOLS, ToolRegistry
+from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 from orchestrator.tools.secrets import looks_secret, scrub_environment
 from orchestrator.tools.workdir import Workdir
 
@@ -19,6 +20,8 @@ __all__ = [
     "BashTool",
     "EditFileTool",
     "ReadFileTool",
+    "Sandbox",
+    "SandboxPolicy",
     "ToolRegistry",
     "Workdir",
     "WriteFileTool",
@@ -28,7 +31,15 @@ __all__ = [
 ]
 
 
-def standard_tools(workdir: Workdir, *, bash: bool = True) -> list[Tool]:
-    """The model's file and shell tools over ``workdir`` (``bash=False`` for ``--deny-bash``)."""
+def standard_tools(
+    workdir: Workdir, *, bash: bool = True, sandbox: Sandbox | None = None
+) -> list[Tool]:
+    """The model's file and shell tools over ``workdir`` (``bash=False`` for ``--deny-bash``).
+
+    ``sandbox`` is where bash runs; by default the ``workdir`` mode (``none`` when ``workdir``
+    is unconfined).
+    """
     tools: list[Tool] = [ReadFileTool(workdir), WriteFileTool(workdir), EditFileTool(workdir)]
-    return [BashTool(workdir), *tools] if bash else tools
+    if not bash:
+        return tools
+    return [BashTool(workdir) if sandbox is None else BashTool(workdir, sandbox=sandbox), *tools]

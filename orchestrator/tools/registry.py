@@ -15,6 +15,7 @@ import attrs
 
 from orchestrator.protocols import Approver, JSONObject, Tool, ToolError, ToolResult
 from orchestrator.tools.arguments import error_result, json_type, quoted, schema_problem
+from orchestrator.tools.secrets import redact, redactable
 
 #: Tools that change the machine; the registry asks the approver before running them.
 SIDE_EFFECT_TOOLS = frozenset({"bash", "write_file", "edit_file"})
@@ -36,6 +37,8 @@ class ToolRegistry:
     _tools: Mapping[str, Tool] = attrs.field(converter=_index_tools)
     approver: Approver | None = attrs.field(default=None, kw_only=True)
     needs_approval: frozenset[str] = attrs.field(default=SIDE_EFFECT_TOOLS, kw_only=True)
+    #: Secret values the process holds (the API key, ``--env`` values): never in a result.
+    secrets: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=redactable)
     # A tool's schema is fixed once it exists; built once here, not on every round.
     _schemas: Mapping[str, JSONObject] = attrs.field(init=False)
 
@@ -59,10 +62,10 @@ class ToolRegistry:
         try:
             result = self._dispatch(name, arguments)
         except Exception as error:  # the loop must survive anything a tool does
-            return error_result(f"Error: {name} failed: {type(error).__name__}: {error}")
+            result = error_result(f"Error: {name} failed: {type(error).__name__}: {error}")
         if result.is_error and not result.text.startswith("Error:"):
-            return error_result(f"Error: {result.text}")
-        return result
+            result = error_result(f"Error: {result.text}")
+        return redact(result, self.secrets)
 
     def _dispatch(self, name: str, arguments: object) -> ToolResult:
         tool = self._tools.get(name) if isinstance(name, str) else None

@@ -128,19 +128,21 @@ class SandboxPolicy:
 
     def _hidden_beneath(self) -> list[Path]:
         candidates = [self.workdir / HARNESS_FOLDER, *self.hidden]
-        found = []
+        found: list[Path] = []
         for path in candidates:
             resolved = path.resolve()
             beneath = resolved.is_relative_to(self.workdir) and resolved != self.workdir
-            if beneath and resolved.exists():
+            # Something inside a folder already hidden is hidden with it.
+            covered = any(resolved.is_relative_to(folder) for folder in found)
+            if beneath and not covered and resolved.exists():
                 found.append(resolved)
         return found
 
 
 def toolchains() -> tuple[Path, ...]:
-    """Interpreter trees outside /usr commands may need: this Python's base installation."""
+    """Interpreter trees outside /usr commands may need: this Python's venv and its base."""
     found = []
-    for prefix in {sys.base_prefix}:
+    for prefix in {sys.base_prefix, sys.prefix}:
         path = Path(prefix).resolve()
         if not path.is_relative_to("/usr") and path.is_dir():
             found.append(path)
