@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,13 @@ import attrs
 
 from orchestrator.protocols import JSONObject, ToolError, ToolResult
 from orchestrator.tools.arguments import optional, quoted, required, with_note
+from orchestrator.tools.beneath import (
+    HardLinked,
+    NotRegular,
+    TooLarge,
+    read_regular,
+    replace_file,
+)
 from orchestrator.tools.workdir import Workdir
 
 # Files are read whole; anything bigger belongs to grep and sed.
@@ -17,36 +25,53 @@ _MAX_FILE_BYTES = 32 << 20
 
 
 def _read_text(workdir: Workdir, tool: str, path: str) -> tuple[Path, str]:
-    """Resolve ``path`` and return it with its text, read without newline translation."""
-    target = _existing_file(workdir, tool, path)
-    if target.stat().st_size > _MAX_FILE_BYTES:
-        raise ToolError(
-            f"Error: {tool}: {quoted(path)} is larger than {_MAX_FILE_BYTES // 2**20} MiB; "
-            f"look at parts of it with bash (e.g. 'head', 'sed -n', 'grep -n')"
-        )
-    try:
-        data = target.read_bytes()
-    except OSError as error:
-        raise ToolError(f"Error: {tool}: cannot read {quoted(path)}: {error.strerror}") from error
-    return target, _decode(tool, path, data)
+    """Resolve ``path`` and return it with its text, read without newline translation.
 
-
-def _existing_file(workdir: Workdir, tool: str, path: str) -> Path:
+    The checks (a regular file, one name, the size) and the read go through one descriptor
+    opened beneath the work directory, so nothing can be swapped in between.
+    """
     target = workdir.resolve(path)
-    if not target.exists():
+    base, relative = workdir.anchor(target)
+    try:
+        opened = read_regular(base, relative, _MAX_FILE_BYTES)
+    except FileNotFoundError:
         raise ToolError(
             f"Error: {tool}: {quoted(path)} does not exist; list the files with bash 'ls' "
             "and check the path"
-        )
-    if target.is_dir():
+        ) from None
+    except NotRegular as error:
+        if error.kind == "a directory":
+            raise ToolError(
+                f"Error: {tool}: {quoted(path)} is a directory, not a file; list it with bash "
+                f"'ls {workdir.relative(target)}'"
+            ) from None
         raise ToolError(
-            f"Error: {tool}: {quoted(path)} is a directory, not a file; list it with bash "
-            f"'ls {workdir.relative(target)}'"
+            f"Error: {tool}: {quoted(path)} is not a regular file ({error.kind}); only "
+            "regular files can be read"
+        ) from None
+    except HardLinked as error:
+        raise ToolError(
+            f"Error: {tool}: {quoted(path)} has {error.links} hard links, so it may also be a "
+            "file outside the work directory; the file tools only open files with one name"
+        ) from None
+    except TooLarge:
+        raise ToolError(
+            f"Error: {tool}: {quoted(path)} is larger than {_MAX_FILE_BYTES // 2**20} MiB; "
+            f"look at parts of it with bash (e.g. 'head', 'sed -n', 'grep -n')"
+        ) from None
+    except OSError as error:
+        raise ToolError(_open_failure(tool, path, "read", error)) from error
+    return target, _decode(tool, path, opened.data)
+
+
+def _open_failure(tool: str, path: str, verb: str, error: OSError) -> str:
+    if error.errno in (errno.ELOOP, errno.EXDEV):
+        # The path was checked, then a link appeared on the way: a race, or a planted link.
+        return (
+            f"Error: {tool}: {quoted(path)} changed while it was opened (a symbolic link "
+            "appeared on the way); use a path inside the work directory without links"
         )
-    if not target.is_file():
-        # A FIFO or device would block the read or never end.
-        raise ToolError(f"Error: {tool}: {quoted(path)} is not a regular file")
-    return target
+    return f"Error: {tool}: cannot {verb} {quoted(path)}: {error.strerror or error}"
 
 
 def _decode(tool: str, path: str, data: bytes) -> str:
@@ -72,13 +97,16 @@ def _write_text(workdir: Workdir, tool: str, path: str, target: Path, content: s
             f"Error: {tool}: the content has a character UTF-8 cannot store "
             f"(position {error.start}); remove it"
         ) from error
+    base, relative = workdir.anchor(target)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    except OSError as error:
+        replace_file(base, relative, data)
+    except NotRegular as error:
         raise ToolError(
-            f"Error: {tool}: cannot write {quoted(path)}: {error.strerror or error}"
-        ) from error
+            f"Error: {tool}: {quoted(path)} is {error.kind}; only regular files can be "
+            "written, pick another name"
+        ) from None
+    except OSError as error:
+        raise ToolError(_open_failure(tool, path, "write", error)) from error
     return len(data)
 
 

@@ -7,7 +7,7 @@ checking, so a link the model planted with ``bash`` cannot carry a read or a wri
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import attrs
 
@@ -54,6 +54,15 @@ class Workdir:
                 f"use a path inside it, e.g. {quoted(suggestion(path))}"
             )
         return resolved
+
+    def anchor(self, path: Path) -> tuple[Path, PurePath]:
+        """Split a result of :meth:`resolve` into the directory opens start from and the rest.
+
+        Confined, that directory is the root, so no open can climb out of it; unconfined, it
+        is ``/``.
+        """
+        base = self.root if self.confined and path.is_relative_to(self.root) else Path("/")
+        return base, PurePath(path.relative_to(base))
 
     def relative(self, path: Path) -> str:
         """Name ``path`` (a result of :meth:`resolve`) the way the model should refer to it."""
