@@ -429,15 +429,37 @@ def diagram(
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=".")
 def show_config(workdir: Path) -> int:
     """Print the effective settings, where each comes from, with secrets masked."""
-    try:
-        config = load_config(workdir)
-    except ConfigError as error:
-        raise InputError(str(error)) from None
+    from orchestrator.doctor import sandbox_in_effect
+
+    config = _inspected_config(workdir)
     rows = config.shown()
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
         click.echo(f"{name:<{width}}  {value}  ({source})")
+    click.echo(sandbox_in_effect(workdir, config))
     return 0
+
+
+@cli.command()
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=".")
+def doctor(workdir: Path) -> int:
+    """Say which sandbox bash runs in here: the bwrap used, whether it works, and why."""
+    from orchestrator.doctor import report
+
+    return report(workdir, _inspected_config(workdir), click.echo)
+
+
+def _inspected_config(workdir: Path) -> Config:
+    """The settings as a run would see them; an untrusted file's widening is shown, flagged."""
+    try:
+        trusted = TrustStore(trust_file()).trusts(workdir)
+        try:
+            return load_config(workdir, trusted=trusted)
+        except UntrustedConfig as error:
+            click.echo(f"warning: {error} (a run refuses to start)", err=True)
+            return load_config(workdir, trusted=True)
+    except (ConfigError, TrustError) as error:
+        raise InputError(str(error)) from None
 
 
 # --- wiring ----------------------------------------------------------------------------------

@@ -95,6 +95,19 @@ def open_beneath(base: Path, relative: PurePath, flags: int, mode: int = 0o666) 
         return _walk(base_fd, relative.parts, flags, mode)
 
 
+def openat2_available(directory: Path) -> bool:
+    """Whether this kernel resolves beneath a directory itself (else opens walk)."""
+    with _directory(directory) as fd:
+        try:
+            opened = _openat2.call(fd, ".", os.O_RDONLY | os.O_CLOEXEC, 0)
+        except OSError:
+            return False
+    if opened is None:
+        return False
+    os.close(opened)
+    return True
+
+
 def _walk(base_fd: int, parts: tuple[str, ...], flags: int, mode: int) -> int:
     fd = os.dup(base_fd)
     try:

@@ -50,6 +50,16 @@ def _names(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
+def discover_toolchains() -> tuple[Path, ...]:
+    """Interpreter trees outside /usr commands may need: this Python's venv and its base."""
+    found = []
+    for prefix in {sys.base_prefix, sys.prefix}:
+        path = Path(prefix).resolve()
+        if not path.is_relative_to("/usr") and path.is_dir():
+            found.append(path)
+    return tuple(sorted(found))
+
+
 @attrs.frozen
 class Limits:
     """Resource bounds for every command (applied as rlimits before bash or bwrap starts)."""
@@ -73,6 +83,8 @@ class SandboxPolicy:
     #: Paths beneath the work directory the command must not see (the trace, when it is there).
     hidden: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     limits: Limits = Limits()
+    #: Interpreter trees outside /usr, read-only (by default this Python's venv and its base).
+    toolchains: tuple[Path, ...] = attrs.field(factory=discover_toolchains, converter=_paths)
 
     def environment(
         self, source: Mapping[str, str], *, home: str = SANDBOX_HOME, path: str | None = None
@@ -86,7 +98,7 @@ class SandboxPolicy:
         return env
 
     def search_path(self) -> str:
-        extra = [str(path / "bin") for path in toolchains() if (path / "bin").is_dir()]
+        extra = [str(path / "bin") for path in self.toolchains if (path / "bin").is_dir()]
         return ":".join([*extra, _SANDBOX_PATH])
 
     def bwrap_arguments(self, bwrap: str, command: str, source: Mapping[str, str]) -> list[str]:
@@ -115,7 +127,7 @@ class SandboxPolicy:
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
         args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_HOME]
-        for path in (*toolchains(), *self.ro_paths):
+        for path in (*self.toolchains, *self.ro_paths):
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(self.workdir), str(self.workdir)]
@@ -137,16 +149,6 @@ class SandboxPolicy:
             if beneath and not covered and resolved.exists():
                 found.append(resolved)
         return found
-
-
-def toolchains() -> tuple[Path, ...]:
-    """Interpreter trees outside /usr commands may need: this Python's venv and its base."""
-    found = []
-    for prefix in {sys.base_prefix, sys.prefix}:
-        path = Path(prefix).resolve()
-        if not path.is_relative_to("/usr") and path.is_dir():
-            found.append(path)
-    return tuple(sorted(found))
 
 
 def masked_etc_files(etc: Path = Path("/etc")) -> tuple[Path, ...]:
