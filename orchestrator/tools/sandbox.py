@@ -10,6 +10,7 @@ start. :func:`choose_sandbox` resolves ``auto`` and refuses ``bwrap`` where it c
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -151,11 +152,12 @@ class SandboxPolicy:
         return found
 
 
+@functools.cache
 def masked_etc_files(etc: Path = Path("/etc")) -> tuple[Path, ...]:
     """Files under /etc that others may not read (shadow, gshadow, host keys): hidden inside.
 
     Inside the sandbox the caller's uid still owns root's files, so a mode that keeps them from
-    other users does not keep them from a sandboxed command run by root.
+    other users does not keep them from a sandboxed command run by root. Walked once per process.
     """
     found = []
     for name in ("shadow", "gshadow", "shadow-", "gshadow-"):
