@@ -440,7 +440,8 @@ def show_config(workdir: Path) -> int:
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
         click.echo(f"{name:<{width}}  {value}  ({source})")
-    click.echo(sandbox_in_effect(workdir, config))
+    in_effect = sandbox_in_effect(workdir, config).removeprefix("sandbox: ")
+    click.echo(f"{'sandbox_in_effect':<{width}}  {in_effect}  (checked here)")
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from orchestrator.config import Config
 from orchestrator.tools.beneath import openat2_available
-from orchestrator.tools.processes import become_subreaper
+from orchestrator.tools.processes import with_reaper
 from orchestrator.tools.sandbox import (
     SandboxPolicy,
     SandboxUnavailable,
@@ -64,11 +64,19 @@ def report(workdir: Path, config: Config, say: Callable[[str], None]) -> int:
         except OSError:
             continue
         say(f"{setting.removeprefix('/proc/sys/').replace('/', '.')} = {value}")
-    say(f"child subreaper: {'yes' if become_subreaper() else 'no'}")
+    say(f"per-call child subreaper (outside bwrap): {_reaper_works()}")
     say(f"openat2 beneath the workdir: {_openat2_works(workdir)}")
     line = sandbox_in_effect(workdir, config)
     say(f"in effect (sandbox = {config.sandbox}, {config.sources['sandbox']}): {line}")
     return 1 if line.startswith("sandbox: refused") else 0
+
+
+def _reaper_works() -> str:
+    try:
+        done = subprocess.run(with_reaper(["true"]), capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"no ({error})"
+    return "yes" if done.returncode == 0 else f"no: {done.stderr.decode(errors='replace')[-200:]}"
 
 
 def _version(path: str) -> str:

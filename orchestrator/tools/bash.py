@@ -17,13 +17,7 @@ import attrs
 
 from orchestrator.protocols import JSONObject, ToolError, ToolResult
 from orchestrator.tools.arguments import error_result, optional, required, with_note
-from orchestrator.tools.processes import (
-    apply_limits,
-    become_subreaper,
-    children_of,
-    kill_everything,
-    kill_orphans,
-)
+from orchestrator.tools.processes import apply_limits, kill_everything, with_reaper
 from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 from orchestrator.tools.workdir import Workdir
 
@@ -146,9 +140,9 @@ class BashTool:
 
     def _execute(self, command: str, timeout: float) -> ToolResult:
         argv, env = self.sandbox.command(command, os.environ)
-        # Orphans of the command are reparented to the harness, which kills them afterwards.
-        become_subreaper()
-        children_before = children_of(os.getpid())
+        if self.sandbox.mode != "bwrap":
+            # bwrap's pid namespace ends with the command; elsewhere a reaper does that job.
+            argv = with_reaper(argv)
         try:
             process = subprocess.Popen(
                 argv,
@@ -182,7 +176,6 @@ class BashTool:
             # Background processes end with the command, in every mode; after a Ctrl-C too,
             # which never reaches the command in its own session.
             kill_everything(process, pipe_inode)
-            kill_orphans(children_before | {process.pid})
             pipe.close()
             _reap(process)
         return self._result(finish, output, process.returncode, timeout)

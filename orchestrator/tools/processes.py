@@ -7,49 +7,87 @@ left the process tree too; these helpers find them by ancestry and by the output
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import resource
 import signal
 import subprocess
-import time
+import sys
 from pathlib import Path
-
-import attrs
 
 from orchestrator.tools.sandbox import Limits
 
 _KILL_ROUNDS = 10
-_PR_SET_CHILD_SUBREAPER = 36
-_REAP_SECONDS = 2.0
-_REAP_POLL = 0.01
 
 
-def become_subreaper() -> bool:
-    """Make this process adopt its descendants' orphans (Linux ``PR_SET_CHILD_SUBREAPER``).
+#: Runs one command as a child subreaper: every orphan it leaves is adopted here, not by init,
+#: and killed with the rest of the tree once the command exits. Per call, not the harness: the
+#: harness may run several commands at once (``eval --jobs``), and must not kill the others'.
+_REAPER = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+_, status = os.waitpid(pid, 0)
+me = os.getpid()
 
-    A double fork then no longer hands a background process to init, out of reach: it lands
-    here, where :func:`kill_orphans` finds it. Returns whether the kernel accepted it.
-    """
-    return _subreaper.enable()
+def descendants():
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    text = stat.read()
+                parent = int(text[text.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    found, pending = set(), [me]
+    while pending:
+        for child in children.get(pending.pop(), []):
+            if child not in found:
+                found.add(child)
+                pending.append(child)
+    return found
 
-
-@attrs.define
-class _Subreaper:
-    enabled: bool = False
-
-    def enable(self) -> bool:
-        if self.enabled:
-            return True
+victims = set()
+for _ in range(10):
+    fresh = descendants() - victims
+    if not fresh:
+        break
+    for victim in fresh:
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            self.enabled = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            self.enabled = False
-        return self.enabled
+            os.kill(victim, signal.SIGSTOP)
+        except OSError:
+            pass
+    victims |= fresh
+for victim in victims:
+    try:
+        os.kill(victim, signal.SIGKILL)
+    except OSError:
+        pass
+while True:
+    try:
+        os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(me, os.WTERMSIG(status))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
-_subreaper = _Subreaper()
+def with_reaper(argv: list[str]) -> list[str]:
+    """``argv`` run under a per-call child subreaper that kills what it leaves behind.
+
+    A double fork then no longer hands a background process to init, out of reach: it is
+    adopted by the reaper, which kills every descendant once the command exits.
+    """
+    return [sys.executable, "-I", "-S", "-c", _REAPER, *argv]
 
 
 def apply_limits(limits: Limits) -> None:
@@ -68,50 +106,6 @@ def apply_limits(limits: Limits) -> None:
             _soft, hard = resource.getrlimit(kind)
             bound = value if hard == resource.RLIM_INFINITY else min(value, hard)
             resource.setrlimit(kind, (bound, bound))
-
-
-def children_of(pid: int) -> set[int]:
-    """The live children of ``pid``."""
-    return {child for child in _process_ids() if _parent_of(child) == pid}
-
-
-def kill_orphans(known: set[int]) -> None:
-    """SIGKILL every child of this process not in ``known``, with all of its descendants.
-
-    After a command ends, those are the background processes it left, adopted here because
-    this process is a subreaper. Each is stopped first so it cannot fork away mid-search.
-    """
-    me = os.getpid()
-    victims: set[int] = set()
-    for _ in range(_KILL_ROUNDS):
-        adopted = children_of(me) - known
-        found = adopted | _descendants(adopted | victims)
-        fresh = found - victims
-        if not fresh:
-            break
-        for pid in fresh:
-            _signal(pid, signal.SIGSTOP)
-        victims |= fresh
-    for pid in victims:
-        _signal(pid, signal.SIGKILL)
-    _reap_children(children_of(me) & victims | (victims - known))
-
-
-def _reap_children(pids: set[int]) -> None:
-    # Only our own children can be reaped; waitpid on a stranger's pid fails at once.
-    deadline = time.monotonic() + _REAP_SECONDS
-    pending = set(pids)
-    while pending and time.monotonic() < deadline:
-        for pid in list(pending):
-            try:
-                done, _status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pending.discard(pid)
-                continue
-            if done:
-                pending.discard(pid)
-        if pending:
-            time.sleep(_REAP_POLL)
 
 
 def kill_everything(process: subprocess.Popen[bytes], pipe_inode: int) -> None:
