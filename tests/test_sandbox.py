@@ -26,6 +26,15 @@ from orchestrator.protocols import JSONObject, ToolResult
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
 from orchestrator.tools import BashTool, ToolRegistry, Workdir
+from orchestrator.tools.sandbox import (
+    BwrapBinary,
+    Sandbox,
+    SandboxPolicy,
+    choose_sandbox,
+    find_bwrap,
+    probe_bwrap,
+    userns_hint,
+)
 from tests.conftest import HardeningRecorder
 from tests.test_tools import (  # the stdin and pid fixtures are used by name
     _alive,
@@ -314,3 +323,162 @@ def test_deny_bash_answers_a_bash_call_as_an_unknown_tool(tmp_path: Path, root: 
     assert not (root / PLANTED).exists()
     last = json.loads((tmp_path / "trace.jsonl").read_text(encoding="utf-8").splitlines()[-1])
     assert (last["event"], last["status"]) == ("run.finished", "done")
+
+
+# --- the bwrap policy as a value: the argument list, without running anything -------------------
+
+
+def _pairs(args: list[str], option: str) -> list[tuple[str, str]]:
+    return [
+        (args[i + 1], args[i + 2])
+        for i, arg in enumerate(args)
+        if arg == option and i + 2 < len(args)
+    ]
+
+
+def test_the_policy_renders_an_allowlisted_sandbox(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / ".orchestrator").mkdir(parents=True)
+    extra = tmp_path / "toolchain"
+    extra.mkdir()
+    policy = SandboxPolicy(work, ro_paths=(extra,), env_names=("PASSED",), toolchains=())
+    source = {
+        "PASSED": "yes",
+        "ANTHROPIC_API_KEY": "sk-ant-x",
+        "DATABASE_URL": "pg://",
+        "TERM": "t",
+    }
+    args = policy.bwrap_arguments("/bin/bwrap", "echo hi", source)
+    assert args[0] == "/bin/bwrap"
+    assert args[-4:] == ["--", "bash", "-c", "echo hi"]
+    for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert "--share-net" not in args
+    env = dict(_pairs(args, "--setenv"))
+    assert env == {
+        "PATH": policy.search_path(),
+        "HOME": "/home/agent",
+        "LANG": "C.UTF-8",
+        "TERM": "t",
+        "PASSED": "yes",
+    }
+    ro = _pairs(args, "--ro-bind")
+    assert ("/usr", "/usr") in ro
+    assert ("/etc", "/etc") in ro
+    assert (str(extra), str(extra)) in ro
+    assert ("/dev/null", "/etc/shadow") in ro or not Path("/etc/shadow").exists()
+    assert ("/", "/") not in ro
+    assert _pairs(args, "--bind") == [(str(work.resolve()), str(work.resolve()))]
+    # The harness's folder (its default trace) is covered, read-only, after the workdir bind.
+    hidden = str((work / ".orchestrator").resolve())
+    assert args.index(hidden) > args.index("--bind")
+    assert args[args.index("--tmpfs") + 1] == "/tmp"
+    assert args[args.index("--tmpfs") - 2] == "--size"
+    assert "/run" not in args and "/var" not in args and str(Path.home()) not in args
+
+
+def test_allow_network_shares_the_network_namespace(tmp_path: Path) -> None:
+    args = SandboxPolicy(tmp_path, allow_network=True, toolchains=()).bwrap_arguments(
+        "bwrap", "true", {}
+    )
+    assert "--share-net" in args
+
+
+def test_bwrap_mode_starts_bwrap_with_an_empty_environment(tmp_path: Path) -> None:
+    binary = BwrapBinary("/opt/bwrap", "PATH")
+    argv, env = Sandbox("bwrap", SandboxPolicy(tmp_path, toolchains=()), binary).command(
+        "ls", {"ANTHROPIC_API_KEY": "sk-ant-x"}
+    )
+    assert env == {}
+    assert argv[0] == "/opt/bwrap"
+    assert "sk-ant-x" not in " ".join(argv)
+
+
+# --- choosing a mode: auto falls back with one warning, bwrap refuses with the fix ---------------
+
+
+@pytest.fixture
+def broken_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A bwrap on PATH that fails as one does where user namespaces are off."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    fake = folder / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    return fake
+
+
+def test_auto_falls_back_to_workdir_with_one_warning(tmp_path: Path, broken_bwrap: Path) -> None:
+    choice = choose_sandbox("auto", SandboxPolicy(tmp_path))
+    assert choice.sandbox.mode == "workdir"
+    assert choice.warning is not None
+    assert choice.warning.startswith("warning: bwrap unavailable, bash runs with --sandbox workdir")
+    assert "Permission denied" in choice.warning
+    assert "\n" not in choice.warning
+
+
+def _cli(args: list[str], cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "ANTHROPIC_"))}
+    env.update(extra)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_sandbox_bwrap_refuses_to_start_with_one_line_naming_the_fix(
+    tmp_path: Path, broken_bwrap: Path
+) -> None:
+    done = _cli(
+        ["run", "task", "--workdir", str(tmp_path), "--sandbox", "bwrap", "--yes"],
+        tmp_path,
+        ANTHROPIC_API_KEY="test-key",
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("orchestrator: error: --sandbox bwrap cannot run here: ")
+    assert "Permission denied" in line
+    assert "sysctl" in line or "apparmor" in line.lower()
+    assert "--sandbox workdir" in line
+
+
+def test_userns_hint_names_the_setting_and_the_fix() -> None:
+    hint = userns_hint()
+    assert "user" in hint and "--sandbox workdir" in hint
+
+
+def test_doctor_says_which_bwrap_and_whether_it_works(tmp_path: Path, broken_bwrap: Path) -> None:
+    done = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"bwrap: {broken_bwrap} (from PATH), version unknown" or lines[0].startswith(
+        f"bwrap: {broken_bwrap} (from PATH)"
+    )
+    assert lines[1].startswith("bwrap works here: no: bwrap: setting up uid map")
+    assert lines[-1].startswith("in effect (sandbox = auto, default): sandbox: workdir")
+    refused = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path, ORCHESTRATOR_SANDBOX="bwrap")
+    assert refused.returncode == 1
+    assert "sandbox: refused: --sandbox bwrap cannot run here" in refused.stdout.splitlines()[-1]
+
+
+def test_doctor_where_bwrap_works(tmp_path: Path) -> None:
+    binary = find_bwrap()
+    if binary is None or probe_bwrap(binary) is not None:
+        pytest.skip(f"bwrap cannot run here: {binary and probe_bwrap(binary)}")
+    done = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"bwrap: {binary.path} (from {binary.origin})" in done.stdout
+    assert "bwrap works here: yes" in done.stdout
+    assert done.stdout.splitlines()[-1].endswith("network off")
