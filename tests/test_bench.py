@@ -47,6 +47,9 @@ FIGURES = {
     "update_output_chars_full",
     "update_output_chars_merge",
     "peak_rss_mb_10k_rounds",
+    "bash_ms_per_command_plain",
+    "sandbox_ms_per_command_workdir",
+    "sandbox_ms_per_command_bwrap",
 }
 TARGETED = {
     "overhead_ratio",

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 from transitions import Machine
 
+from orchestrator.bench._sandbox import sandbox_cost
 from orchestrator.bench._workload import (
     BENCH_TASK,
     InstantModel,
@@ -100,6 +101,9 @@ def measure_all(sizes: Sizes, workdir: Path) -> Measured:
         found, notes = measure(sizes, workdir)
         figures.update(found)
         context.update(notes)
+    found, notes = sandbox_cost(5 if sizes.quick else 30, workdir)
+    figures.update(found)
+    context.update(notes)
     return Measured(figures, context)
 
 

@@ -69,6 +69,9 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("input_cost_ratio", "our input cost / seeds' (read 0.1x, write 1.25x)"),
     ("update_output_chars_full", "todo input characters to move one of 10 items: full"),
     ("update_output_chars_merge", "the same with merge: true"),
+    ("bash_ms_per_command_plain", "plain bash -c true, wall-clock ms"),
+    ("sandbox_ms_per_command_workdir", "the bash tool, --sandbox workdir (reaper), ms"),
+    ("sandbox_ms_per_command_bwrap", "the bash tool, --sandbox bwrap, ms (0: cannot run)"),
 )
 
 

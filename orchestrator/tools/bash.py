@@ -167,6 +167,7 @@ class BashTool:
         pipe = process.stdout
         pipe_inode = os.fstat(pipe.fileno()).st_ino
         output = _CappedText(self.max_output)
+        finish: _Finish | None = None
         try:
             finish = _watch(process, pipe.fileno(), output, timeout, self.background_grace)
             if finish.timed_out:
@@ -174,8 +175,10 @@ class BashTool:
                 _drain(pipe.fileno(), output)
         finally:
             # Background processes end with the command, in every mode; after a Ctrl-C too,
-            # which never reaches the command in its own session.
-            kill_everything(process, pipe_inode)
+            # which never reaches the command in its own session. A clean end (output closed,
+            # the reaper or bwrap's pid namespace gone) leaves nothing to look for.
+            if finish is None or finish.detached:
+                kill_everything(process, pipe_inode)
             pipe.close()
             _reap(process)
         return self._result(finish, output, process.returncode, timeout)
