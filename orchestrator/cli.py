@@ -40,6 +40,7 @@ from orchestrator.replay import (
 )
 from orchestrator.script import ScriptedModel, ScriptError, parse_script
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
+from orchestrator.tools.processes import make_undumpable
 from orchestrator.tools.sandbox import (
     SandboxChoice,
     SandboxPolicy,
@@ -499,6 +500,8 @@ class _Session:
         run_id = resumed.run_id if resumed is not None else new_run_id()
         self.trace_path = options.trace or default_trace_path(options.workdir, run_id)
         self.sandbox = _choose_sandbox(options, [self.trace_path])
+        if self.sandbox.sandbox.mode != "bwrap":
+            make_undumpable()  # bwrap hides the harness's /proc entirely
         say = _stderr_if(True)
         if self.sandbox.warning is not None:
             say(f"orchestrator: {self.sandbox.warning}")

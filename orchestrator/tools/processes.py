@@ -7,6 +7,7 @@ left the process tree too; these helpers find them by ancestry and by the output
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import resource
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 from orchestrator.tools.sandbox import Limits
 
 _KILL_ROUNDS = 10
+_PR_SET_DUMPABLE = 4
 
 
 #: Runs one command as a child subreaper: every orphan it leaves is adopted here, not by init,
@@ -79,6 +81,19 @@ if os.WIFSIGNALED(status):
     os.kill(me, os.WTERMSIG(status))
 sys.exit(os.waitstatus_to_exitcode(status))
 """
+
+
+def make_undumpable() -> bool:
+    """Hide this process's memory, environment and descriptors from its own user's processes.
+
+    A non-dumpable process's ``/proc/PID`` entries belong to root, so an unsandboxed command run
+    by an ordinary user cannot read the harness's environment or memory, nor write through its
+    file descriptors. Root reads them anyway. Returns whether the kernel accepted it.
+    """
+    try:
+        return int(ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def with_reaper(argv: list[str]) -> list[str]:
