@@ -15,72 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from orchestrator.tools import _reaper
+from orchestrator.tools._reaper import descendants, process_ids
 from orchestrator.tools.sandbox import Limits
 
 _KILL_ROUNDS = 10
 _PR_SET_DUMPABLE = 4
-
-
-#: Runs one command as a child subreaper: every orphan it leaves is adopted here, not by init,
-#: and killed with the rest of the tree once the command exits. Per call, not the harness: the
-#: harness may run several commands at once (``eval --jobs``), and must not kill the others'.
-_REAPER = """
-import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-pid = os.fork()
-if pid == 0:
-    try:
-        os.execvp(sys.argv[1], sys.argv[1:])
-    finally:
-        os._exit(127)
-_, status = os.waitpid(pid, 0)
-me = os.getpid()
-
-def descendants():
-    children = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as stat:
-                    text = stat.read()
-                parent = int(text[text.rindex(")") + 2:].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(parent, []).append(int(name))
-    found, pending = set(), [me]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            if child not in found:
-                found.add(child)
-                pending.append(child)
-    return found
-
-victims = set()
-for _ in range(10):
-    fresh = descendants() - victims
-    if not fresh:
-        break
-    for victim in fresh:
-        try:
-            os.kill(victim, signal.SIGSTOP)
-        except OSError:
-            pass
-    victims |= fresh
-for victim in victims:
-    try:
-        os.kill(victim, signal.SIGKILL)
-    except OSError:
-        pass
-while True:
-    try:
-        os.waitpid(-1, 0)
-    except ChildProcessError:
-        break
-if os.WIFSIGNALED(status):
-    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-    os.kill(me, os.WTERMSIG(status))
-sys.exit(os.waitstatus_to_exitcode(status))
-"""
 
 
 def make_undumpable() -> bool:
@@ -99,10 +39,10 @@ def make_undumpable() -> bool:
 def with_reaper(argv: list[str]) -> list[str]:
     """``argv`` run under a per-call child subreaper that kills what it leaves behind.
 
-    A double fork then no longer hands a background process to init, out of reach: it is
-    adopted by the reaper, which kills every descendant once the command exits.
+    Per call, not the harness: the harness may run several commands at once (``eval --jobs``)
+    and must not kill the others'.
     """
-    return [sys.executable, "-I", "-S", "-c", _REAPER, *argv]
+    return [sys.executable, "-I", "-S", str(Path(_reaper.__file__)), *argv]
 
 
 def apply_limits(limits: Limits) -> None:
@@ -134,7 +74,7 @@ def kill_everything(process: subprocess.Popen[bytes], pipe_inode: int) -> None:
     # Once bash has been reaped its pid may belong to a stranger; only an unreaped one is ours.
     victims: set[int] = {leader} if process.returncode is None else set()
     for _ in range(_KILL_ROUNDS):
-        found = _descendants(victims) | _pipe_holders(pipe_inode)
+        found = descendants(victims) | _pipe_holders(pipe_inode)
         fresh = found - victims
         if not fresh:
             break
@@ -152,42 +92,10 @@ def _signal(pid: int, signum: signal.Signals) -> None:
         os.kill(pid, signum)
 
 
-def _process_ids() -> list[int]:
-    try:
-        return [int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit()]
-    except OSError:
-        return []  # no /proc: the process-group kill is all we can do
-
-
-def _parent_of(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-        # The command name sits in parentheses and may itself contain spaces or parentheses.
-        return int(stat[stat.rindex(")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _descendants(roots: set[int]) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for pid in _process_ids():
-        parent = _parent_of(pid)
-        if parent is not None:
-            children.setdefault(parent, []).append(pid)
-    found: set[int] = set()
-    pending = list(roots)
-    while pending:
-        for child in children.get(pending.pop(), []):
-            if child not in found:
-                found.add(child)
-                pending.append(child)
-    return found
-
-
 def _pipe_holders(pipe_inode: int) -> set[int]:
     target = f"pipe:[{pipe_inode}]"
     holders: set[int] = set()
-    for pid in _process_ids():
+    for pid in process_ids():
         if pid == os.getpid():
             continue  # we hold the read end of the same pipe
         try:
