@@ -190,8 +190,9 @@ class BashTool:
         if finish.timed_out:
             return error_result(
                 f"Error: command timed out after {timeout:g}s; it and every process it started "
-                f"were killed. Pass a larger timeout (at most {self.max_timeout:g}), or run long "
-                "jobs in the background with output redirected to a file.\n"
+                f"were killed. Pass a larger timeout (at most {self.max_timeout:g}), or split "
+                "the work into shorter commands (background processes end with their command "
+                "too).\n"
                 f"Output before the timeout:\n{text}"
             )
         if finish.detached:
