@@ -482,3 +482,43 @@ def test_doctor_where_bwrap_works(tmp_path: Path) -> None:
     assert f"bwrap: {binary.path} (from {binary.origin})" in done.stdout
     assert "bwrap works here: yes" in done.stdout
     assert done.stdout.splitlines()[-1].endswith("network off")
+
+
+def test_a_run_under_auto_warns_once_when_bwrap_cannot_run(
+    tmp_path: Path, root: Path, broken_bwrap: Path
+) -> None:
+    script = parse_script(
+        {
+            "name": "auto",
+            "turns": [
+                {"tool_calls": [{"name": "bash", "input": {"command": "pwd"}}]},
+                {"text": "Done."},
+            ],
+        },
+        source="auto",
+    )
+    with MessagesServer(script) as server:
+        done = _cli(
+            [
+                "run",
+                "Where am I?",
+                "--workdir",
+                str(root),
+                "--yes",
+                "--max-retries",
+                "0",
+                "--trace",
+                str(tmp_path / "t.jsonl"),
+            ],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+        )
+        requests = server.requests
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        "orchestrator: warning: bwrap unavailable, bash runs with --sandbox workdir: "
+        f"bwrap: setting up uid map: Permission denied; {userns_hint()}"
+    ]
+    assert requests[1]["messages"][-1]["content"][0]["content"] == f"{root.resolve()}\n"
