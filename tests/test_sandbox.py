@@ -28,6 +28,7 @@ from orchestrator.testing import MessagesServer
 from orchestrator.tools import BashTool, ToolRegistry, Workdir
 from orchestrator.tools.sandbox import (
     BwrapBinary,
+    Limits,
     Sandbox,
     SandboxPolicy,
     choose_sandbox,
@@ -522,3 +523,22 @@ def test_a_run_under_auto_warns_once_when_bwrap_cannot_run(
         f"bwrap: setting up uid map: Permission denied; {userns_hint()}"
     ]
     assert requests[1]["messages"][-1]["content"][0]["content"] == f"{root.resolve()}\n"
+
+
+@pytest.mark.parametrize("mode", ["workdir", "bwrap"])
+def test_file_size_and_memory_limits_hold(root: Path, mode: str) -> None:
+    binary = find_bwrap() if mode == "bwrap" else None
+    if mode == "bwrap" and (binary is None or probe_bwrap(binary) is not None):
+        pytest.skip(f"bwrap cannot run here: {binary and probe_bwrap(binary)}")
+    limits = Limits(max_file_bytes=1 << 20, max_memory_bytes=256 << 20)
+    sandbox = Sandbox(mode, SandboxPolicy(root, limits=limits), binary)  # type: ignore[arg-type]
+    tool = BashTool(Workdir(root), sandbox=sandbox)
+    result = tool.run(
+        {
+            "command": "head -c 5000000 /dev/zero > big; echo wrote=$?; "
+            "python3 -c 'x = bytearray(512 << 20)' 2>&1 | tail -1"
+        }
+    )
+    assert (root / "big").stat().st_size == 1 << 20
+    assert "wrote=1" in result.text or "File size limit exceeded" in result.text
+    assert "MemoryError" in result.text
