@@ -9,6 +9,7 @@ line on stderr, never a traceback.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -29,7 +30,14 @@ from orchestrator.approval import (
     asks_about,
     no_terminal_notice,
 )
-from orchestrator.config import SETTINGS, Choice, Config, ConfigError, load_config
+from orchestrator.config import (
+    SETTINGS,
+    Choice,
+    Config,
+    ConfigError,
+    UntrustedConfig,
+    load_config,
+)
 from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.conversation import Conversation
 from orchestrator.eval.command import eval_group
@@ -52,7 +60,15 @@ from orchestrator.script import ScriptedModel, ScriptError, parse_script
 from orchestrator.sessions import SessionError, check_new_trace, check_trace_appendable
 from orchestrator.signals import StopRecord, stop_signals_interrupt
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
+from orchestrator.tools.processes import make_undumpable
+from orchestrator.tools.sandbox import (
+    SandboxChoice,
+    SandboxPolicy,
+    SandboxUnavailable,
+    choose_sandbox,
+)
 from orchestrator.trace import EventSink, Trace, new_run_id, open_trace, secrets_from_environment
+from orchestrator.trust import TrustError, TrustStore, trust_file
 
 USAGE_ERROR = report.EXIT_USAGE
 DEMO_TASK = "Refactor hello.py: add type hints, docstrings, and a main guard"
@@ -98,6 +114,17 @@ def _setting_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]
         if setting.default is False:
             options.append(
                 click.option(setting.flag, setting.name, is_flag=True, default=None, help=text)
+            )
+            continue
+        if isinstance(setting.default, tuple):
+            options.append(
+                click.option(
+                    setting.flag,
+                    setting.name,
+                    multiple=True,
+                    metavar="TEXT",
+                    help=text + " (repeatable)",
+                )
             )
             continue
         if setting.default is not None:
@@ -159,6 +186,7 @@ def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[.
         click.option(
             "--trace-requests", is_flag=True, help="Record full request bodies in the trace."
         ),
+        click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml."),
     ]
     if trace:
         options.insert(
@@ -183,7 +211,9 @@ _run_options = _shared_options(trace=True)
 
 def _options(**kwargs: Any) -> RunOptions:
     workdir: Path = kwargs.pop("workdir") or Path(".")
-    flags = {name: kwargs.pop(name) for name in _setting_names()}
+    # A repeatable flag given no times arrives as (), which means "not given".
+    flags = {name: _given(kwargs.pop(name)) for name in _setting_names()}
+    trust: bool = kwargs.pop("trust")
     yes, as_json = kwargs.pop("yes"), kwargs.pop("as_json")
     if yes:
         if flags["approval"] not in (None, "auto"):
@@ -197,11 +227,49 @@ def _options(**kwargs: Any) -> RunOptions:
         kwargs["output_format"] = "stream-json"
     if not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
-    try:
-        config = load_config(workdir, flags)
-    except ConfigError as error:
-        raise InputError(str(error)) from None
+    config = _trusted_config(workdir, flags, trust=trust)
     return RunOptions(workdir=workdir.resolve(), config=config, **kwargs)
+
+
+def _given(value: object) -> object:
+    return None if value == () else value
+
+
+def _trusted_config(workdir: Path, flags: Mapping[str, Any], *, trust: bool) -> Config:
+    """Load the settings; a project file that widens anything needs the folder trusted."""
+    try:
+        store = TrustStore(trust_file())
+        try:
+            return load_config(workdir, flags, trusted=trust or store.trusts(workdir))
+        except UntrustedConfig as error:
+            if not sys.stdin.isatty():
+                raise InputError(str(error)) from None
+            question = (
+                f"{error.path} sets {', '.join(error.names)}. "
+                f"Do you trust the files in this folder ({workdir.resolve()})?"
+            )
+            if not click.confirm(question, default=False, err=True):
+                raise InputError(str(error)) from None
+            store.add(workdir)
+            return load_config(workdir, flags, trusted=True)
+    except (ConfigError, TrustError) as error:
+        raise InputError(str(error)) from None
+
+
+def _choose_sandbox(options: RunOptions, hidden: Sequence[Path]) -> SandboxChoice:
+    """The sandbox bash runs in; ``--sandbox bwrap`` that cannot run here is exit 2."""
+    config = options.config
+    policy = SandboxPolicy(
+        options.workdir,
+        allow_network=config.allow_network,
+        ro_paths=config.ro_path,
+        env_names=config.env,
+        hidden=tuple(hidden),
+    )
+    try:
+        return choose_sandbox(config.sandbox, policy)
+    except SandboxUnavailable as error:
+        raise InputError(str(error)) from None
 
 
 class _Group(click.Group):
@@ -531,17 +599,17 @@ cli.add_command(eval_group)
 def show_config(workdir: Path) -> int:
     """Print the effective settings, where each comes from, and its variables; secrets masked."""
     from orchestrator.config import CONFIG_FILE, user_config_path
+    from orchestrator.doctor import sandbox_in_effect
 
-    try:
-        config = load_config(workdir)
-    except ConfigError as error:
-        raise InputError(str(error)) from None
+    config = _inspected_config(workdir)
     rows = config.shown()
     width = max(len(name) for name, _, _ in rows)
     variables = {setting.name: ", ".join(setting.env) for setting in SETTINGS}
     for name, value, source in rows:
         click.echo(f"{name:<{width}}  {value}  ({source})  [env: {variables[name]}]")
     click.echo(f"\nproject file: {workdir / CONFIG_FILE}\nuser file:    {user_config_path()}")
+    in_effect = sandbox_in_effect(workdir, config).removeprefix("sandbox: ")
+    click.echo(f"sandbox in effect: {in_effect} (checked here)")
     return 0
 
 
@@ -586,6 +654,28 @@ def show(trace: Path, round_number: int | None, full: bool) -> int:
     return 0
 
 
+@cli.command()
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=".")
+def doctor(workdir: Path) -> int:
+    """Say which sandbox bash runs in here: the bwrap used, whether it works, and why."""
+    from orchestrator.doctor import report
+
+    return report(workdir, _inspected_config(workdir), click.echo)
+
+
+def _inspected_config(workdir: Path) -> Config:
+    """The settings as a run would see them; an untrusted file's widening is shown, flagged."""
+    try:
+        trusted = TrustStore(trust_file()).trusts(workdir)
+        try:
+            return load_config(workdir, trusted=trusted)
+        except UntrustedConfig as error:
+            click.echo(f"warning: {error} (a run refuses to start)", err=True)
+            return load_config(workdir, trusted=True)
+    except (ConfigError, TrustError) as error:
+        raise InputError(str(error)) from None
+
+
 # --- wiring ----------------------------------------------------------------------------------
 
 
@@ -619,6 +709,7 @@ class _Session:
         default=attrs.Factory(lambda self: self._approval_policy(), takes_self=True)
     )
     trace_path: Path | None = None
+    sandbox: SandboxChoice | None = None
     _trace: Trace | None = None
     _loop: Loop | None = None
     _first_round: int = 0
@@ -678,10 +769,12 @@ class _Session:
                 else:
                     check_new_trace(path)
             assert path is not None
+            self.sandbox = _choose_sandbox(options, [path])
+            secrets = _secret_values(config)
             self._trace = open_trace(
                 path,
                 run_id=run_id,
-                secrets=secrets_from_environment(),
+                secrets=secrets,
                 sinks=[self.view, self.totals, *self.extra_sinks],
                 append=resumed is not None,
                 first_seq=resumed.last_seq if resumed is not None else 0,
@@ -691,6 +784,13 @@ class _Session:
         except OSError as error:
             raise InputError(f"{path}: cannot write the trace: {error.strerror}") from None
         self.trace_path = path
+        if self.sandbox.sandbox.mode != "bwrap":
+            make_undumpable()  # bwrap hides the harness's /proc entirely
+        if self.sandbox.warning is not None:
+            click.echo(f"orchestrator: {self.sandbox.warning}", err=True)
+        if config.allow_network and not config.deny_bash:
+            shown = self.sandbox.sandbox.describe()
+            click.echo(f"orchestrator: network is on for bash (--allow-network); {shown}", err=True)
         notice = no_terminal_notice(
             config.approval, has_terminal=sys.stdin is not None and sys.stdin.isatty()
         )
@@ -698,7 +798,7 @@ class _Session:
             click.echo(notice, err=True)
         self._loop = Loop(
             model=self.model,
-            tools=self._registry(),
+            tools=self._registry(secrets),
             plan=self.board,
             log=self._trace.log,
             settings=settings,
@@ -774,16 +874,30 @@ class _Session:
             prices=self.options.config.price_per_mtok,
         )
 
-    def _registry(self) -> ToolRegistry:
+    def _registry(self, secrets: Sequence[str]) -> ToolRegistry:
         config = self.options.config
-        workdir = Workdir(self.options.workdir, confined=config.sandbox == "workdir")
-        tools = [*standard_tools(workdir, bash=not config.deny_bash), TodoTool(self.board)]
+        assert self.sandbox is not None  # chosen in _open()
+        sandbox = self.sandbox.sandbox
+        workdir = Workdir(self.options.workdir, confined=sandbox.confined)
+        tools = [
+            *standard_tools(workdir, bash=not config.deny_bash, sandbox=sandbox),
+            TodoTool(self.board),
+        ]
         if config.deny_bash:
             from orchestrator.list_files import ListFilesTool
 
             tools.append(ListFilesTool(workdir))  # without bash, the one way to look around
         policy = None if config.approval == "auto" else self.approval
-        return ToolRegistry(tools, approver=policy)
+        return ToolRegistry(tools, approver=policy, secrets=tuple(secrets))
+
+
+def _secret_values(config: Config) -> list[str]:
+    """Every secret value this process holds: these never reach a trace or a request body."""
+    found = secrets_from_environment()
+    found.extend(value for value in (config.api_key, config.auth_token) if value)
+    # What the user passes into bash with --env is theirs to use, not to show the model.
+    found.extend(os.environ[name] for name in config.env if os.environ.get(name))
+    return found
 
 
 def _new_board(config: Config) -> PlanBoard:

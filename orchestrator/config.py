@@ -136,6 +136,26 @@ def _prices(value: object) -> tuple[float, float, float, float]:
     return numbers[0], numbers[1], numbers[2], numbers[3]
 
 
+def _path_list(value: object) -> tuple[str, ...]:
+    return _list_of(value, os.pathsep, "directories")
+
+
+def _name_list(value: object) -> tuple[str, ...]:
+    names = _list_of(value, ",", "variable names")
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"variable names (letters, digits, _), and {name!r} is not one")
+    return names
+
+
+def _list_of(value: object, separator: str, what: str) -> tuple[str, ...]:
+    # A flag given several times arrives as a tuple, a variable as one separated string.
+    items = value.split(separator) if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        raise ValueError(f"a list of {what}")
+    return tuple(item.strip() for item in items if item.strip())
+
+
 @attrs.frozen
 class _Setting:
     name: str
@@ -234,10 +254,32 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
     _Setting(
         "sandbox",
-        _choice("workdir", "none"),
-        "workdir",
+        _choice("auto", "bwrap", "workdir", "none"),
+        "auto",
         ("ORCHESTRATOR_SANDBOX",),
-        help="workdir: file tools stay inside the work directory; none: no confinement.",
+        help="auto: bubblewrap when it works, else workdir; bwrap: bash in bubblewrap; "
+        "workdir: file tools stay inside the work directory; none: no confinement.",
+    ),
+    _Setting(
+        "allow_network",
+        _boolean,
+        False,
+        ("ORCHESTRATOR_ALLOW_NETWORK",),
+        help="Let sandboxed bash reach the network.",
+    ),
+    _Setting(
+        "ro_path",
+        _path_list,
+        (),
+        ("ORCHESTRATOR_RO_PATH",),
+        help="Extra read-only paths for sandboxed bash (comma-separated).",
+    ),
+    _Setting(
+        "env",
+        _name_list,
+        (),
+        ("ORCHESTRATOR_ENV",),
+        help="Environment variables passed into sandboxed bash (comma-separated names).",
     ),
     _Setting(
         "deny_bash",
@@ -283,6 +325,25 @@ _BY_NAME = {setting.name: setting for setting in SETTINGS}
 _NOT_IN_FILE = frozenset(setting.name for setting in SETTINGS if setting.secret)
 
 
+def widens(name: str, value: object) -> bool:
+    """Whether a project file's value moves the key or widens the sandbox (needs trust)."""
+    if name == "sandbox":
+        return value in ("workdir", "none")
+    return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
+
+
+class UntrustedConfig(ConfigError):
+    """A project file in an untrusted folder sets something only a trusted one may."""
+
+    def __init__(self, path: Path, names: list[str]) -> None:
+        self.path, self.names = path, names
+        super().__init__(
+            f"{path}: {', '.join(names)} may only be set by a trusted folder's file; trust "
+            f"{path.parent} with --trust (or answer yes when asked on a terminal), or remove "
+            f"{'them' if len(names) > 1 else 'it'}"
+        )
+
+
 @attrs.frozen
 class Config:
     """The effective settings and where each came from (flag, a variable, the file, default)."""
@@ -310,6 +371,10 @@ class Config:
 
 def _shown_value(value: object) -> str:
     if isinstance(value, tuple):
+        if not value:
+            return "(none)"
+        if all(isinstance(part, str) for part in value):
+            return ", ".join(value)
         return ",".join(f"{part:g}" if isinstance(part, float) else str(part) for part in value)
     return str(value)
 
@@ -336,10 +401,13 @@ def load_config(
     env: Mapping[str, str] | None = None,
     *,
     user_file: bool = True,
+    trusted: bool = True,
 ) -> Config:
     """Resolve every setting; flags with the value None count as not given.
 
     ``user_file=False`` leaves the per-user config out (the demo must play the same anywhere).
+    With ``trusted=False`` a project file that moves the key or widens the sandbox raises
+    :class:`UntrustedConfig` instead of taking effect.
     """
     env = os.environ if env is None else env
     file_values, file_name = _read_file(workdir / CONFIG_FILE)
@@ -369,6 +437,13 @@ def load_config(
                 else f"{source}: {setting.name} must be {error}"
             ) from None
         sources[setting.name] = source
+    untrusted = [
+        name
+        for name, source in sources.items()
+        if source.startswith(file_name) and widens(name, values[name])
+    ]
+    if untrusted and not trusted:
+        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted)
     return Config(values, sources)
 
 

@@ -23,6 +23,7 @@ import attrs
 from transitions import Machine
 
 from orchestrator.bench import _floors
+from orchestrator.bench._sandbox import sandbox_cost
 from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
 from orchestrator.bench._workload import (
     BENCH_TASK,
@@ -514,6 +515,11 @@ def _compact(payload: JSONObject) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
+def _sandbox(sizes: Sizes, workdir: Path) -> Found:
+    found, notes = sandbox_cost(5 if sizes.quick else 30, workdir)
+    return found, {}, notes
+
+
 MEASURES = (
     _overhead,
     _round_cost_growth,
@@ -524,4 +530,5 @@ MEASURES = (
     _replay,
     _prompt_cache,
     _update_output,
+    _sandbox,
 )
