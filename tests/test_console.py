@@ -518,7 +518,8 @@ def test_demo_in_a_pipe_is_labelled_plain_and_says_where_things_are(tmp_path: Pa
     assert trace.is_file()
     # The trace lives in the per-user state directory, not in the work directory.
     assert not trace.is_relative_to(workdir)
-    assert sorted(path.name for path in workdir.iterdir()) == ["hello.py", "test_hello.py"]
+    names = sorted(path.name for path in workdir.iterdir() if path.name != "__pycache__")
+    assert names == ["hello.py", "test_hello.py"]
     # Run as `python -m orchestrator`, the demo says so, so the commands paste as they are.
     me = f"{shlex.quote(sys.executable)} -m orchestrator"
     assert tail[2] == f"replay it:  {me} replay {shlex.quote(str(trace))}"

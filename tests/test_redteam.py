@@ -176,6 +176,7 @@ def _environment(scene: Scene, **extra: str) -> dict[str, str]:
         HOME=str(scene.home),
         DATABASE_URL=DATABASE_URL,
         ORCHESTRATOR_CONFIG_DIR=str(scene.root / "config"),
+        ORCHESTRATOR_STATE_DIR=str(scene.root / "state"),
         **extra,
     )
     return env
@@ -236,8 +237,11 @@ def _attack(
 
 
 def _default_trace(scene: Scene) -> Path:
-    traces = sorted((scene.work / ".orchestrator" / "traces").glob("*.jsonl"))
-    return traces[-1] if traces else scene.work / ".orchestrator" / "traces" / "missing.jsonl"
+    from orchestrator.sessions import workdir_folder
+
+    folder = workdir_folder(scene.work, {"ORCHESTRATOR_STATE_DIR": str(scene.root / "state")})
+    traces = sorted(folder.glob("*.jsonl"))
+    return traces[-1] if traces else folder / "missing.jsonl"
 
 
 def _bash(command: str, timeout: int | None = None) -> dict[str, Any]:

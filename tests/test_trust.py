@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pexpect
@@ -49,7 +50,7 @@ def _run(work: Path, config_dir: Path, *flags: str) -> subprocess.CompletedProce
             "--max-retries",
             "0",
             "--trace",
-            str(work.parent / "t.jsonl"),
+            str(work.parent / f"t-{uuid.uuid4().hex[:8]}.jsonl"),  # a run never overwrites
             *flags,
         ],
         env=_env(config_dir),
