@@ -56,6 +56,11 @@ class Conversation:
         # An assistant turn with nothing but blank text would break the no-empty-text rule.
         self.messages.append({"role": "assistant", "content": blocks or [_placeholder()]})
 
+    def replace(self, messages: Sequence[JSONObject]) -> None:
+        """Take a rewritten history (cleared or compacted); nothing old is reused."""
+        self.messages = list(messages)
+        self._sizes.clear()
+
     def add_tool_results(self, results: Iterable[JSONObject]) -> None:
         self.messages.append({"role": "user", "content": list(results)})
 
@@ -96,6 +101,7 @@ class Conversation:
         system: str,
         tools: Sequence[JSONObject],
         max_tokens: int,
+        options: Mapping[str, Any] | None = None,
     ) -> JSONObject:
         """Build the request body, with breakpoints on tools, system and the two newest turns.
 
@@ -113,6 +119,7 @@ class Conversation:
         return {
             "model": model,
             "max_tokens": max_tokens,
+            **(options or {}),
             "system": [{"type": "text", "text": system, "cache_control": _EPHEMERAL}],
             "tools": tool_defs,
             "messages": messages,

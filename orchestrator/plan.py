@@ -440,6 +440,10 @@ class PlanBoard:
         return done, len(self._models)
 
     @property
+    def statuses(self) -> Mapping[str, str]:
+        return {item_id: str(model.state) for item_id, model in self._models.items()}
+
+    @property
     def in_progress(self) -> PlanItem | None:
         for model in self._models.values():
             if model.state == Status.IN_PROGRESS:

@@ -44,6 +44,35 @@ class ModelError(Exception):
     """
 
 
+class ContextTooLong(ModelError):
+    """The endpoint refused the request as longer than the model's context window.
+
+    The loop answers it by compacting the conversation and asking once more.
+    """
+
+
+@attrs.frozen
+class ModelLimits:
+    """What the Models API says about one model: its window, output cap and capabilities.
+
+    ``source`` says where the numbers came from (``models.retrieve``, a flag, a fallback), so
+    a person reading the trace knows whether the window was learned or assumed.
+    """
+
+    max_input_tokens: int
+    max_tokens: int | None = None
+    capabilities: JSONObject = attrs.field(factory=dict)
+    source: str = "models.retrieve"
+    reason: str = ""
+
+    def supports(self, *path: str) -> bool:
+        """Whether ``capabilities[path...].supported`` is true (false when unknown)."""
+        node: Any = self.capabilities
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return isinstance(node, dict) and node.get("supported") is True
+
+
 class Model(Protocol):
     """Anything that answers a Messages API request body with one assistant turn."""
 
@@ -115,6 +144,11 @@ class Plan(Protocol):
         """The settings a fresh plan needs to behave the same (recorded for replay)."""
         ...
 
+    @property
+    def statuses(self) -> Mapping[str, str]:
+        """Each item's id and its status on the wire (``pending``, ``in_progress``, ...)."""
+        ...
+
     def render(self) -> str: ...
 
     def subscribe(self, observer: Callable[[PlanRecord], None]) -> None: ...
@@ -130,3 +164,50 @@ class Approver(Protocol):
     """Decides whether a side-effecting tool call may run (a terminal prompt, ``--yes``, deny)."""
 
     def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool: ...
+
+
+class ContextKeeper(Protocol):
+    """Keeps a conversation inside the model's context window (clearing, then compaction).
+
+    It works on the message list the loop hands it and returns rewritten lists; records it
+    returns (``context.cleared``, ``context.compacted``) are logged by the loop.
+    """
+
+    @property
+    def window(self) -> int:
+        """The model's input window in tokens."""
+        ...
+
+    def fixed_tokens(self, request: Mapping[str, Any]) -> int:
+        """The estimated size of a request's parts other than its messages."""
+        ...
+
+    def observe(
+        self, messages: Sequence[JSONObject], fixed: int, usage: Mapping[str, int]
+    ) -> None:
+        """A response's ``usage`` measured a request of ``fixed`` tokens plus ``messages``."""
+        ...
+
+    def estimate(self, messages: Sequence[JSONObject]) -> int:
+        """A conservative token count of a request carrying ``messages``."""
+        ...
+
+    def tag_round(self, messages: Sequence[JSONObject], plan: Plan) -> None:
+        """Remember which plan item the newest round worked on (cleared first once done)."""
+        ...
+
+    def over_budget(self, messages: Sequence[JSONObject]) -> bool: ...
+
+    def shrink(
+        self,
+        messages: Sequence[JSONObject],
+        plan: Plan,
+        summarize: Callable[[JSONObject], str],
+        *,
+        force: bool = False,
+    ) -> tuple[list[JSONObject], list[PlanRecord]]:
+        """Clear, then compact if still needed (always with ``force``); the new list and records.
+
+        ``summarize`` answers a tool-less request body with the summary text.
+        """
+        ...

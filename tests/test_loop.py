@@ -174,6 +174,7 @@ def test_machine_has_the_contract_states() -> None:
         "call_model",
         "dispatch",
         "audit",
+        "compact",
         "done",
         "failed",
         "interrupted",
@@ -183,15 +184,18 @@ def test_machine_has_the_contract_states() -> None:
 
 
 def test_machine_edges_are_the_table() -> None:
-    working = ("call_model", "dispatch", "audit")
+    working = ("call_model", "dispatch", "audit", "compact")
     expected = {
         ("start", "idle", "call_model"),
         ("use_tools", "call_model", "dispatch"),
         ("resend", "call_model", "call_model"),
         ("finish", "call_model", "done"),
+        ("overflow", "call_model", "compact"),
         ("dispatched", "dispatch", "audit"),
         ("advance", "audit", "failed"),
+        ("advance", "audit", "compact"),
         ("advance", "audit", "call_model"),
+        ("compacted", "compact", "call_model"),
         *(("fail", source, "failed") for source in working),
         *(("interrupt", source, "interrupted") for source in ("idle", *working)),
     }
@@ -206,6 +210,7 @@ def test_audit_checks_the_round_limit_before_the_stale_plan() -> None:
     advance = [t for t in LOOP_TRANSITIONS if t["trigger"] == "advance"]
     assert [(t["dest"], t.get("conditions"), t.get("before")) for t in advance] == [
         ("failed", "round_limit_reached", None),
+        ("compact", "context_over_budget", None),
         ("call_model", "plan_is_stale", "remind"),
         ("call_model", None, None),
     ]
@@ -483,7 +488,7 @@ def test_a_final_answer_ends_the_run_done(tmp_path: Path, stop_reason: str) -> N
     [
         ("max_tokens", ["max_tokens", "8192"]),
         ("refusal", ["refused"]),
-        ("model_context_window_exceeded", ["unknown stop_reason"]),
+        ("model_context_window_exceeded", ["context window", "model_context_window_exceeded"]),
     ],
 )
 def test_a_broken_answer_ends_the_run_failed_with_a_clear_reason(
