@@ -14,12 +14,14 @@ from typing import Any
 import anthropic
 import httpx2
 
-from orchestrator.protocols import ModelError, ModelTurn
+from orchestrator.protocols import ContextTooLong, ModelError, ModelLimits, ModelTurn
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT = 600.0
 #: Error events inside a started stream that are worth asking again, as a 529 or 5xx would be.
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
+#: How the service words a refusal of a request longer than the window (a 400).
+_TOO_LONG = "prompt is too long"
 _USAGE_KEYS = (
     "input_tokens",
     "output_tokens",
@@ -46,10 +48,39 @@ class AnthropicModel:
         self.client = client or anthropic.Anthropic(
             api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
         )
+        self._limits: dict[str, ModelLimits] = {}
 
     @property
     def name(self) -> str:
         return "anthropic"
+
+    def limits(self, model: str) -> ModelLimits:
+        """The model's window, output cap and capabilities from ``models.retrieve``, cached.
+
+        Raises :class:`ModelError` saying why when the endpoint fails or does not know the
+        model, or answers without a window.
+        """
+        if model in self._limits:
+            return self._limits[model]
+        try:
+            info = self.client.models.retrieve(model)
+        except anthropic.APIStatusError as error:
+            kind, message = _error_detail(error)
+            raise ModelError(
+                f"models.retrieve({model!r}) answered {error.status_code} ({kind}): {message}"
+            ) from None
+        except anthropic.APIConnectionError as error:
+            raise ModelError(f"models.retrieve({model!r}) failed: {error}") from None
+        if not info.max_input_tokens:
+            raise ModelError(f"models.retrieve({model!r}) gave no max_input_tokens")
+        capabilities = info.capabilities.model_dump(mode="json") if info.capabilities else {}
+        limits = ModelLimits(
+            max_input_tokens=info.max_input_tokens,
+            max_tokens=info.max_tokens,
+            capabilities=capabilities,
+        )
+        self._limits[model] = limits
+        return limits
 
     def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
         for attempt in range(self.max_retries + 1):
@@ -62,6 +93,8 @@ class AnthropicModel:
                     ) from None
                 on_text("\n[the response broke off; asking again]\n")
             except anthropic.APIStatusError as error:
+                if error.status_code in (400, 413) and _TOO_LONG in _error_detail(error)[1]:
+                    raise ContextTooLong(_describe_status(error, self.max_retries)) from None
                 raise ModelError(_describe_status(error, self.max_retries)) from None
             except anthropic.APIConnectionError as error:
                 raise ModelError(_describe_connection(error, self.max_retries)) from None

@@ -22,10 +22,11 @@ import click
 
 from orchestrator.config import Config, ConfigError, load_config
 from orchestrator.console import View, choose_view, print_timeline
+from orchestrator.context import ContextManager, resolve_limits
 from orchestrator.conversation import Conversation
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
-from orchestrator.protocols import Approver, Model
+from orchestrator.protocols import Approver, Model, ModelLimits
 from orchestrator.replay import (
     RebuiltRun,
     Replay,
@@ -71,7 +72,18 @@ class RunOptions:
     as_json: bool = False
 
 
-_FLAG_SETTINGS = ("model", "max_rounds", "max_retries", "sandbox", "deny_bash")
+_FLAG_SETTINGS = (
+    "model",
+    "max_rounds",
+    "max_retries",
+    "sandbox",
+    "deny_bash",
+    "max_tokens",
+    "context_window",
+    "compaction",
+    "thinking",
+    "effort",
+)
 
 
 def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -88,6 +100,25 @@ def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[.
         click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout."),
         click.option("--sandbox", type=click.Choice(["workdir", "none"]), default=None),
         click.option("--deny-bash", is_flag=True, default=None, help="Refuse every bash call."),
+        click.option("--max-tokens", type=click.IntRange(min=1), default=None),
+        click.option(
+            "--context-window",
+            type=click.IntRange(min=1000),
+            default=None,
+            help="The model's input window in tokens [asked of the Models API].",
+        ),
+        click.option(
+            "--compaction",
+            type=click.Choice(["auto", "client", "server", "off"]),
+            default=None,
+            help="How the context is kept inside the window [auto].",
+        ),
+        click.option(
+            "--thinking", default=None, metavar="adaptive|off|N", help="Extended thinking [off]."
+        ),
+        click.option(
+            "--effort", type=click.Choice(["low", "medium", "high", "max"]), default=None
+        ),
     ]
     if trace:
         options.insert(1, click.option("--trace", type=click.Path(dir_okay=False, path_type=Path)))
@@ -395,6 +426,7 @@ class _Session:
         resumed = self.resume_from
         run_id = resumed.run_id if resumed is not None else new_run_id()
         self.trace_path = options.trace or default_trace_path(options.workdir, run_id)
+        limits = _limits(self.model, config)
         settings = self.settings or LoopSettings(
             model=config.model,
             system=DEFAULT_SYSTEM.format(workdir=options.workdir),
@@ -403,6 +435,10 @@ class _Session:
             reminder_threshold=config.reminder_threshold,
             trace_requests=options.trace_requests,
             workdir=str(options.workdir),
+            context_window=limits.max_input_tokens,
+            compaction=config.compaction,
+            thinking=config.thinking,
+            effort=config.effort,
         )
         trace: Trace = open_trace(
             self.trace_path,
@@ -421,6 +457,17 @@ class _Session:
                 settings=settings,
                 on_text=self.view.on_text,
                 conversation=self.conversation,
+                context=ContextManager(
+                    settings.context_window,
+                    model=settings.model,
+                    mode=settings.compaction,
+                    summary_max_tokens=min(4096, settings.max_tokens),
+                    origin={
+                        "max_tokens": limits.max_tokens,
+                        "source": limits.source,
+                        "reason": limits.reason,
+                    },
+                ),
             )
 
     def _registry(self) -> ToolRegistry:
@@ -428,6 +475,38 @@ class _Session:
         workdir = Workdir(self.options.workdir, confined=config.sandbox == "workdir")
         tools = [*standard_tools(workdir, bash=not config.deny_bash), TodoTool(self.board)]
         return ToolRegistry(tools, approver=_approver(self.options.yes, self.view))
+
+
+def _limits(model: Model, config: Config) -> ModelLimits:
+    """The model's limits, and a usage error for a setting the model cannot honour."""
+    limits = resolve_limits(model, config.model, config.context_window)
+    if config.compaction == "server":
+        raise InputError(
+            "--compaction server: server-side context management is not implemented yet; "
+            "use --compaction auto or client"
+        )
+    thinking = config.thinking
+    known = bool(limits.capabilities)
+    if thinking not in ("off", "adaptive") and int(thinking) >= config.max_tokens:
+        raise InputError(
+            f"--thinking {thinking}: the budget must be below --max-tokens ({config.max_tokens})"
+        )
+    if known and thinking == "adaptive" and not limits.supports("thinking", "types", "adaptive"):
+        raise InputError(f"--thinking adaptive: {config.model} does not support adaptive thinking")
+    if known and thinking not in ("off", "adaptive") and not limits.supports(
+        "thinking", "types", "enabled"
+    ):
+        raise InputError(
+            f"--thinking {thinking}: {config.model} does not take a thinking budget; "
+            "try --thinking adaptive"
+        )
+    if known and config.effort is not None and not limits.supports("effort", config.effort):
+        raise InputError(f"--effort {config.effort}: {config.model} does not support it")
+    if limits.max_tokens is not None and config.max_tokens > limits.max_tokens:
+        raise InputError(
+            f"--max-tokens {config.max_tokens}: {config.model} allows at most {limits.max_tokens}"
+        )
+    return limits
 
 
 def _new_board(config: Config) -> PlanBoard:

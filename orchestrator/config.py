@@ -61,6 +61,25 @@ def _positive_float(value: object) -> float:
     return number
 
 
+def _thinking(value: object) -> str:
+    if isinstance(value, str) and value.strip().lower() in ("adaptive", "off"):
+        return value.strip().lower()
+    try:
+        budget = _integer(value)
+    except ValueError:
+        raise ValueError("adaptive, off, or a budget of at least 1024 tokens") from None
+    if budget < 1024:
+        raise ValueError("adaptive, off, or a budget of at least 1024 tokens")
+    return str(budget)
+
+
+def _window(value: object) -> int:
+    number = _integer(value)
+    if number < 1000:
+        raise ValueError("a number of tokens, at least 1000")
+    return number
+
+
 def _text(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("a non-empty string")
@@ -107,6 +126,17 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting("plan_policy", _choice("strict", "lenient"), "strict", ("ORCHESTRATOR_PLAN_POLICY",)),
     _Setting("sandbox", _choice("workdir", "none"), "workdir", ("ORCHESTRATOR_SANDBOX",)),
     _Setting("deny_bash", _boolean, False, ("ORCHESTRATOR_DENY_BASH",)),
+    _Setting("context_window", _window, None, ("ORCHESTRATOR_CONTEXT_WINDOW",)),
+    _Setting(
+        "compaction",
+        _choice("auto", "client", "server", "off"),
+        "auto",
+        ("ORCHESTRATOR_COMPACTION",),
+    ),
+    _Setting("thinking", _thinking, "off", ("ORCHESTRATOR_THINKING",)),
+    _Setting(
+        "effort", _choice("low", "medium", "high", "max"), None, ("ORCHESTRATOR_EFFORT",)
+    ),
     _Setting("base_url", _text, None, ("ANTHROPIC_BASE_URL",)),
     _Setting("api_key", _text, None, ("ANTHROPIC_API_KEY",), secret=True),
 )

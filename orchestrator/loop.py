@@ -323,6 +323,8 @@ class Loop:
             first_round=first_round,
             rounds_since_update=rounds_since_update,
         )
+        if self.context is not None:
+            self.log.info("context.window", model=self.settings.model, **self.context.description)
         if task is not None:
             self.conversation.add_user_text(task)
         else:

@@ -178,6 +178,11 @@ class ContextKeeper(Protocol):
         """The model's input window in tokens."""
         ...
 
+    @property
+    def description(self) -> JSONObject:
+        """The ``context.window`` event's fields: the window, where it came from, the mode."""
+        ...
+
     def fixed_tokens(self, request: Mapping[str, Any]) -> int:
         """The estimated size of a request's parts other than its messages."""
         ...

@@ -38,6 +38,9 @@ KNOWN_EVENTS = frozenset(
         "plan.rejected",
         "audit.reminder",
         "guard.blocked",
+        "context.window",
+        "context.cleared",
+        "context.compacted",
     }
 )
 

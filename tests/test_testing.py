@@ -230,6 +230,9 @@ def test_exhausted_script_answers_500_once_and_records_it() -> None:
     assert "has no turn 2" in str(caught.value)
 
 
+TOOLS: list[Any] = [{"name": "b", "input_schema": {"type": "object"}}]
+
+
 def test_rule_breaking_request_gets_400_and_keeps_the_script() -> None:
     broken: list[Any] = [
         {"role": "user", "content": "go"},
@@ -248,7 +251,7 @@ def test_rule_breaking_request_gets_400_and_keeps_the_script() -> None:
     with _server({"text": "fine"}) as server:
         client = _client(server)
         with pytest.raises(anthropic.BadRequestError) as caught:
-            client.messages.create(model=MODEL, max_tokens=64, messages=broken)
+            client.messages.create(model=MODEL, max_tokens=64, messages=broken, tools=TOOLS)
         assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
         assert "tool_result" in caught.value.body["error"]["message"]  # type: ignore[index]
         (violation,) = server.violations
@@ -282,9 +285,9 @@ def test_expectations_are_checked_across_a_tool_round() -> None:
                 ],
             },
         ]
-        client.messages.create(model=MODEL, max_tokens=64, messages=conversation)
+        client.messages.create(model=MODEL, max_tokens=64, messages=conversation, tools=TOOLS)
         assert server.violations == []
-        client.messages.create(model=MODEL, max_tokens=64, messages=conversation)
+        client.messages.create(model=MODEL, max_tokens=64, messages=conversation, tools=TOOLS)
         assert server.violations == [
             "turn 3: expected tool result 1 to be an error, got a success: 'hello'",
         ]
@@ -451,6 +454,7 @@ def test_text_after_the_tool_results_is_fine_and_text_before_is_one_violation() 
     after: dict[str, Any] = {
         "model": MODEL,
         "max_tokens": 10,
+        "tools": TOOLS,
         "messages": [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": [_tool_use("a"), _tool_use("b")]},

@@ -77,6 +77,8 @@ class ContextManager:
     compact_at: float = attrs.field(default=0.5, validator=_share(0, 1))
     keep_rounds: int = 3
     keep_share: float = attrs.field(default=0.25, validator=_share(0, 1))
+    # where the window came from (source, reason, max_tokens), for the context.window event
+    origin: JSONObject = attrs.field(factory=dict)
     gauge: Gauge = attrs.field(factory=Gauge)
     # tool_use id -> the plan item in progress when its round ran
     _owners: dict[str, str | None] = attrs.field(factory=dict)
@@ -94,6 +96,10 @@ class ContextManager:
     @property
     def window(self) -> int:
         return self.window_tokens
+
+    @property
+    def description(self) -> JSONObject:
+        return {"window": self.window_tokens, "compaction": self.mode, **self.origin}
 
     @property
     def managing(self) -> bool:
