@@ -116,9 +116,7 @@ def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[.
         click.option(
             "--thinking", default=None, metavar="adaptive|off|N", help="Extended thinking [off]."
         ),
-        click.option(
-            "--effort", type=click.Choice(["low", "medium", "high", "max"]), default=None
-        ),
+        click.option("--effort", type=click.Choice(["low", "medium", "high", "max"]), default=None),
     ]
     if trace:
         options.insert(1, click.option("--trace", type=click.Path(dir_okay=False, path_type=Path)))
@@ -479,34 +477,43 @@ class _Session:
 
 def _limits(model: Model, config: Config) -> ModelLimits:
     """The model's limits, and a usage error for a setting the model cannot honour."""
-    limits = resolve_limits(model, config.model, config.context_window)
+    thinking = config.thinking
     if config.compaction == "server":
         raise InputError(
             "--compaction server: server-side context management is not implemented yet; "
             "use --compaction auto or client"
         )
-    thinking = config.thinking
-    known = bool(limits.capabilities)
     if thinking not in ("off", "adaptive") and int(thinking) >= config.max_tokens:
         raise InputError(
             f"--thinking {thinking}: the budget must be below --max-tokens ({config.max_tokens})"
         )
-    if known and thinking == "adaptive" and not limits.supports("thinking", "types", "adaptive"):
-        raise InputError(f"--thinking adaptive: {config.model} does not support adaptive thinking")
-    if known and thinking not in ("off", "adaptive") and not limits.supports(
-        "thinking", "types", "enabled"
-    ):
-        raise InputError(
-            f"--thinking {thinking}: {config.model} does not take a thinking budget; "
+    limits = resolve_limits(model, config.model, config.context_window)
+    for problem in _unsupported(limits, config):
+        raise InputError(problem)
+    return limits
+
+
+def _unsupported(limits: ModelLimits, config: Config) -> list[str]:
+    """What the model's advertised capabilities refuse (nothing when they are unknown)."""
+    if not limits.capabilities:
+        return []
+    problems = []
+    thinking, name = config.thinking, config.model
+    if thinking == "adaptive" and not limits.supports("thinking", "types", "adaptive"):
+        problems.append(f"--thinking adaptive: {name} does not support adaptive thinking")
+    budget = thinking not in ("off", "adaptive")
+    if budget and not limits.supports("thinking", "types", "enabled"):
+        problems.append(
+            f"--thinking {thinking}: {name} does not take a thinking budget; "
             "try --thinking adaptive"
         )
-    if known and config.effort is not None and not limits.supports("effort", config.effort):
-        raise InputError(f"--effort {config.effort}: {config.model} does not support it")
+    if config.effort is not None and not limits.supports("effort", config.effort):
+        problems.append(f"--effort {config.effort}: {name} does not support it")
     if limits.max_tokens is not None and config.max_tokens > limits.max_tokens:
-        raise InputError(
-            f"--max-tokens {config.max_tokens}: {config.model} allows at most {limits.max_tokens}"
+        problems.append(
+            f"--max-tokens {config.max_tokens}: {name} allows at most {limits.max_tokens}"
         )
-    return limits
+    return problems
 
 
 def _new_board(config: Config) -> PlanBoard:

@@ -134,9 +134,7 @@ SETTINGS: tuple[_Setting, ...] = (
         ("ORCHESTRATOR_COMPACTION",),
     ),
     _Setting("thinking", _thinking, "off", ("ORCHESTRATOR_THINKING",)),
-    _Setting(
-        "effort", _choice("low", "medium", "high", "max"), None, ("ORCHESTRATOR_EFFORT",)
-    ),
+    _Setting("effort", _choice("low", "medium", "high", "max"), None, ("ORCHESTRATOR_EFFORT",)),
     _Setting("base_url", _text, None, ("ANTHROPIC_BASE_URL",)),
     _Setting("api_key", _text, None, ("ANTHROPIC_API_KEY",), secret=True),
 )

@@ -101,7 +101,19 @@ class _EventLines:
                 f"{usage.get('cache_read_input_tokens', 0)} cache read · "
                 f"{usage.get('cache_creation_input_tokens', 0)} cache write"
             )
-            return [(text, "dim")]
+            if event.get("context_window"):
+                share = 100 * int(event.get("context_tokens", 0)) // int(event["context_window"])
+                text += f" · ctx {share}% of {_thousands(int(event['context_window']))}"
+            return [*_thinking_lines(event.get("content") or ()), (text, "dim")]
+        if name == "context.cleared":
+            text = f"⌫ cleared {event['blocks']} old tool results ({event['tokens_freed']} tokens)"
+            return [(text, "cyan")]
+        if name == "context.compacted":
+            text = (
+                f"⌫ compacted the conversation: {event['tokens_before']} → "
+                f"{event['tokens_after']} tokens, {event['messages_kept']} messages kept"
+            )
+            return [(text, "cyan")]
         if name == "run.finished":
             text = f"run {event['status']} after {event['rounds']} rounds"
             if event.get("reason"):
@@ -162,6 +174,24 @@ class PlainView:
 
 #: A CSI sequence, or any other escape, as the model or a tool might send them.
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])?")
+
+
+def _thousands(tokens: int) -> str:
+    return f"{tokens // 1000}k" if tokens >= 1000 else str(tokens)
+
+
+def _thinking_lines(content: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Thinking blocks folded to one dim line each: the model's notes, not its answer."""
+    lines = []
+    for block in content:
+        if block.get("type") == "thinking":
+            text = str(block.get("thinking", ""))
+            first = text.strip().splitlines()[0] if text.strip() else ""
+            shown = first if len(first) <= 60 else first[:59] + "…"
+            lines.append((f"∴ thinking ({len(text)} chars): {shown}", "dim italic"))
+        elif block.get("type") == "redacted_thinking":
+            lines.append(("∴ thinking (redacted)", "dim italic"))
+    return lines
 
 
 def _indent(text: str) -> str:

@@ -187,9 +187,7 @@ class ContextKeeper(Protocol):
         """The estimated size of a request's parts other than its messages."""
         ...
 
-    def observe(
-        self, messages: Sequence[JSONObject], fixed: int, usage: Mapping[str, int]
-    ) -> None:
+    def observe(self, messages: Sequence[JSONObject], fixed: int, usage: Mapping[str, int]) -> None:
         """A response's ``usage`` measured a request of ``fixed`` tokens plus ``messages``."""
         ...
 

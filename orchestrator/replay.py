@@ -16,9 +16,10 @@ from typing import Any
 
 import attrs
 
-from orchestrator.conversation import INTERRUPTED_RESULT, Conversation
+from orchestrator.context.follow import OVERFLOW_STOP, ConversationFollower, SummaryMissing
+from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
-from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState, reminder_text
+from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState
 from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, TodoTool, table_edges
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
 from orchestrator.tools import ToolRegistry
@@ -52,6 +53,8 @@ _COMPARED: Mapping[str, tuple[str, ...]] = {
     "plan.rejected": ("error",),
     "audit.reminder": ("round", "rounds_since_update"),
     "guard.blocked": ("name", "rule"),
+    "context.cleared": ("blocks", "tokens_freed"),
+    "context.compacted": ("tokens_before", "tokens_after", "messages_kept"),
 }
 
 
@@ -201,6 +204,9 @@ class Replay:
         self._run: RunState | None = None
         self._recorded: list[TraceLine] = []
         self._calls: dict[str, tuple[str, Any, bool]] = {}
+        # The conversation as the run had it, so the context tiers are re-derived, not read.
+        self._follower = ConversationFollower(_board_from)
+        self._follower.on_record = self._collector.plan_record
 
     def check(self) -> Divergence | None:
         """Replay every line; return the first divergence, or None when the trace holds."""
@@ -226,6 +232,10 @@ class Replay:
             if problem is not None:
                 return problem
             self._recorded.append(line)
+        try:
+            self._follower.feed(line.event)
+        except SummaryMissing as error:
+            return Divergence(line.number, str(error))
         handler = self._handlers.get(name)
         return handler(self, line) if handler is not None else None
 
@@ -247,6 +257,7 @@ class Replay:
             self._board,
             self._collector,
             lambda _text: None,
+            self._follower.over_budget,
             round=int(event.get("first_round", 0)),
             rounds_since_update=int(event.get("rounds_since_update", 0)),
             seen_revision=self._board.revision,
@@ -273,6 +284,8 @@ class Replay:
         run = self._require_run(line)
         event = line.event
         run.turn = ModelTurn(tuple(event.get("content", ())), str(event.get("stop_reason")))
+        if run.turn.stop_reason != OVERFLOW_STOP:
+            run.overflowed = False
         if self.timeline:
             usage = event.get("usage") or {}
             row = self.timeline[-1]
@@ -445,68 +458,44 @@ class RebuiltRun:
 
 
 def rebuild(trace: TraceFile) -> RebuiltRun:
-    """Turn a trace back into the conversation and the plan its run had at the end."""
-    conversation = Conversation()
-    board: PlanBoard | None = None
+    """Turn a trace back into the conversation and the plan its run had at the end.
+
+    The conversation is followed as the loop built it, cleared and compacted where the run was
+    (:class:`~orchestrator.context.follow.ConversationFollower`), so resume goes on from there.
+    """
+    follower = ConversationFollower(_board_from)
     settings: LoopSettings | None = None
-    results: dict[str, JSONObject] = {}
-    # The inputs of the calls seen so far: ids repeat across the runs of one trace (a resumed
-    # run's model may number its calls afresh), so a result belongs to the latest call.
-    inputs: dict[str, Any] = {}
     last_round, status, task = 0, None, ""
     # The audit's staleness count, followed as RunState.on_enter_audit keeps it.
     stale, changed = 0, False
     for line in trace.lines:
         event = line.event
         name = line.name
+        try:
+            follower.feed(event)
+        except SummaryMissing as error:
+            raise TraceError(f"{trace.path}:{line.number}: {error}") from None
         if name == "run.started":
-            plan = event.get("plan") or {}
-            if board is None:
-                board = PlanBoard(
-                    limit=int(plan.get("limit", 20)),
-                    policy=EdgePolicy(plan.get("policy", "strict")),
-                )
             settings = LoopSettings(**event["settings"])
             stale, changed = int(event.get("rounds_since_update", 0)), False
             if "task" in event and event["task"] is not None:
                 task = str(event["task"])
-                conversation.add_user_text(task)
             status = None
         elif name == "model.response":
-            conversation.add_assistant(list(event.get("content", ())))
             last_round = max(last_round, int(event.get("round", 0)))
-        elif name == "tool.call":
-            inputs[str(event.get("id"))] = event.get("input")
-        elif name == "tool.result":
-            results[str(event["id"])] = {
-                "type": "tool_result",
-                "tool_use_id": str(event["id"]),
-                "content": str(event.get("output", "")),
-                "is_error": bool(event.get("is_error")),
-            }
-            accepted = event.get("name") == "todo" and not event.get("is_error")
-            if accepted and board is not None and str(event["id"]) in inputs:
-                board.apply(inputs[str(event["id"])])
         elif name == "loop.transition" and event.get("trigger") == "dispatched":
-            _close_round(conversation, results)
             stale, changed = (0 if changed else stale + 1), False
         elif name == "plan.updated":
             changed = True
-            if event.get("reset") and board is not None:
-                board.reset()
-        elif name == "audit.reminder":
-            text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))
-            conversation.append_text_to_last_user(text)
         elif name == "run.finished":
             status = str(event.get("status"))
-    if results or _dangling(conversation):
-        _close_round(conversation, results)
-    if board is None or settings is None:
+    follower.finish()
+    if follower.board is None or settings is None:
         raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
     last = trace.lines[-1].event
     return RebuiltRun(
-        conversation=conversation,
-        board=board,
+        conversation=follower.conversation,
+        board=follower.board,
         settings=settings,
         run_id=str(last.get("run_id", "")),
         last_seq=int(last.get("seq", 0)),
@@ -517,37 +506,10 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
     )
 
 
-def _dangling(conversation: Conversation) -> bool:
-    return bool(conversation.messages) and conversation.messages[-1]["role"] == "assistant"
-
-
-def _close_round(conversation: Conversation, results: dict[str, JSONObject]) -> None:
-    """Add the round's results in tool_use order.
-
-    A call with no recorded result is answered as interrupted: never run a second time.
-    """
-    if not _dangling(conversation):
-        results.clear()
-        return
-    uses = [b for b in conversation.messages[-1]["content"] if b.get("type") == "tool_use"]
-    if not uses:
-        results.clear()
-        return
-    blocks = []
-    for use in uses:
-        blocks.append(
-            results.pop(
-                str(use["id"]),
-                {
-                    "type": "tool_result",
-                    "tool_use_id": str(use["id"]),
-                    "content": INTERRUPTED_RESULT,
-                    "is_error": True,
-                },
-            )
-        )
-    results.clear()
-    conversation.add_tool_results(blocks)
+def _board_from(plan: Mapping[str, Any]) -> PlanBoard:
+    return PlanBoard(
+        limit=int(plan.get("limit", 20)), policy=EdgePolicy(plan.get("policy", "strict"))
+    )
 
 
 class ReplayModel:

@@ -61,8 +61,10 @@ def count_tokens(body: Mapping[str, Any]) -> int:
 
 
 def full_capabilities(*, context_management: bool = False) -> JSONObject:
-    """A ``capabilities`` object as the Models API sends it, everything supported but
-    (unless asked) server-side context management."""
+    """A ``capabilities`` object as the Models API sends it.
+
+    Everything is supported but (unless asked) server-side context management.
+    """
     yes, no = {"supported": True}, {"supported": False}
     return {
         "batch": yes,
@@ -170,8 +172,11 @@ class MessagesServer:
         limits: ServerLimits | None = None,
         summarize: Callable[[Mapping[str, Any]], str] | None = None,
     ) -> None:
-        """``summarize``, when given, answers every request that carries no tools (a
-        harness's summary call) without taking a turn from the script."""
+        """Serve ``script`` within ``limits``.
+
+        ``summarize``, when given, answers every request that carries no tools (a harness's
+        summary call) without taking a turn from the script.
+        """
         self._script = script
         self.limits = limits or ServerLimits()
         self._summarize = summarize

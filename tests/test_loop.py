@@ -221,6 +221,7 @@ class _FakePlan:
     revision: int = 0
     is_empty: bool = False
     config: JSONObject = attrs.field(factory=dict)
+    statuses: Mapping[str, str] = attrs.field(factory=lambda: {"1": "in_progress"})
 
     def render(self) -> str:
         return "[>] #1: step"

@@ -28,7 +28,10 @@ SUMMARY_INSTRUCTION = (
     "Do not restate the todo list: the harness shows the current board separately. "
     "Be specific (paths, commands, names) and brief."
 )
-SUMMARY_OPEN = "<summary>\nWhat happened earlier in this session (summarised by the harness to fit the context window):\n"
+SUMMARY_OPEN = (
+    "<summary>\nWhat happened earlier in this session "
+    "(summarised by the harness to fit the context window):\n"
+)
 SUMMARY_CLOSE = "\n</summary>"
 BOARD_HEADER = (
     "The current plan, re-rendered by the harness from its board (this is the source of truth; "
@@ -69,7 +72,9 @@ def summary_request(
     model: str, messages: Sequence[JSONObject], *, max_tokens: int, limit_chars: int
 ) -> JSONObject:
     """The summariser's request: no tools, one user message, the transcript and what to keep."""
-    text = f"<transcript>\n{transcript(messages, limit_chars)}\n</transcript>\n\n{SUMMARY_INSTRUCTION}"
+    text = (
+        f"<transcript>\n{transcript(messages, limit_chars)}\n</transcript>\n\n{SUMMARY_INSTRUCTION}"
+    )
     return {
         "model": model,
         "max_tokens": max_tokens,
@@ -79,7 +84,7 @@ def summary_request(
 
 
 def board_block(board: str) -> JSONObject:
-    return {"type": "text", "text": BOARD_HEADER + (board.strip() and board or _EMPTY_BOARD)}
+    return {"type": "text", "text": BOARD_HEADER + ((board.strip() and board) or _EMPTY_BOARD)}
 
 
 def rebuilt(

@@ -59,7 +59,9 @@ class ContextCompacted:
 def _share(low: float, high: float) -> Callable[[Any, Any, float], None]:
     def check(instance: Any, attribute: Any, value: float) -> None:
         if not low < value <= high:
-            raise ValueError(f"{attribute.name} must be above {low} and at most {high}, got {value}")
+            raise ValueError(
+                f"{attribute.name} must be above {low} and at most {high}, got {value}"
+            )
 
     return check
 
@@ -108,9 +110,7 @@ class ContextManager:
     def fixed_tokens(self, request: Mapping[str, Any]) -> int:
         return fixed_tokens(request)
 
-    def observe(
-        self, messages: Sequence[JSONObject], fixed: int, usage: Mapping[str, int]
-    ) -> None:
+    def observe(self, messages: Sequence[JSONObject], fixed: int, usage: Mapping[str, int]) -> None:
         self.gauge.measured(messages, fixed, usage)
 
     def estimate(self, messages: Sequence[JSONObject]) -> int:
@@ -140,7 +140,8 @@ class ContextManager:
         if not self.managing:
             return current, records
         window = self.window_tokens
-        keep_from = self.keep_from(current)
+        # After a refusal the window we believed in was wrong: keep only the newest round whole.
+        keep_from = self.keep_from(current, rounds=1 if force else self.keep_rounds)
         before = self.estimate(current)
         need = before - int(self.clear_to * window)
         if need > 0:
@@ -181,15 +182,15 @@ class ContextManager:
             current = self._record_cleared(records, trimmed, now, trimmed=True)
         return current, records
 
-    def keep_from(self, messages: Sequence[JSONObject]) -> int:
-        """Where the rounds kept whole begin: up to ``keep_rounds``, within ``keep_share``."""
+    def keep_from(self, messages: Sequence[JSONObject], rounds: int | None = None) -> int:
+        """Where the rounds kept whole begin: up to ``rounds``, within ``keep_share``."""
         starts = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
         if not starts:
             return len(messages)
         budget = self.keep_share * self.window_tokens
         keep = starts[-1]
         size = sum(self.gauge.size(m) for m in messages[keep:])
-        for start in reversed(starts[-self.keep_rounds : -1]):
+        for start in reversed(starts[-(rounds or self.keep_rounds) : -1]):
             more = sum(self.gauge.size(m) for m in messages[start:keep])
             if size + more > budget:
                 break

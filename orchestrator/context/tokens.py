@@ -1,4 +1,4 @@
-"""Token accounting: the last response's exact usage plus a conservative estimate of what came since.
+"""Token accounting: the last response's exact usage plus a conservative estimate since then.
 
 The service counts tokens with its own tokenizer; the harness cannot, so whatever it has not been
 told is estimated at three characters of JSON per token, which over-counts English, code and
