@@ -307,3 +307,153 @@ def test_a_model_without_adaptive_thinking_is_refused_at_the_start(tmp_path: Pat
     assert run.code == 2
     assert "--thinking adaptive" in run.stderr and "does not support" in run.stderr
     assert run.requests == []
+
+
+# --- the tiers on their own ------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from orchestrator.context import ContextManager  # noqa: E402
+from orchestrator.context.clearing import STUB_PREFIX, clear_results, stub_text  # noqa: E402
+from orchestrator.context.compaction import BOARD_HEADER  # noqa: E402
+from orchestrator.conversation import Conversation  # noqa: E402
+from orchestrator.plan import PlanBoard  # noqa: E402
+
+TOOLS = [
+    {"name": name, "description": name, "input_schema": {"type": "object"}}
+    for name in ("bash", "read_file", "todo")
+]
+
+
+def test_the_stub_says_what_was_there_in_the_issues_words() -> None:
+    assert stub_text("bash", {"command": "pytest -q"}, 20481) == (
+        "[cleared: bash `pytest -q` output, 20,481 chars; run it again if you need it]"
+    )
+
+
+def _round(tool_id: str, name: str, text: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": arguments}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool_id, "content": text}],
+        },
+    ]
+
+
+def test_rounds_of_finished_items_are_cleared_first_and_the_newest_todo_result_never() -> None:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+    messages += _round("t1", "bash", "a" * 5000, {"command": "make a"})  # item 2, still open
+    messages += _round("t2", "bash", "b" * 5000, {"command": "make b"})  # item 1, completed
+    messages += _round("t3", "todo", "c" * 5000, {"items": []})
+    messages += _round("t4", "bash", "d" * 5000, {"command": "make d"})
+    owners = {"t1": False, "t2": True, "t3": False, "t4": False}
+    cleared = clear_results(messages, protect_from=7, need=1, finished=owners.__getitem__)
+    assert cleared.ids == ("t2",)
+    everything = clear_results(messages, protect_from=7, need=10**6, finished=owners.__getitem__)
+    assert everything.ids == ("t2", "t1")  # t3 is the newest todo result; t4 is protected
+    texts = [m["content"][0].get("content") for m in everything.messages if m["role"] == "user"]
+    assert texts[2].startswith(STUB_PREFIX) and texts[1].startswith(STUB_PREFIX)
+    assert texts[3] == "c" * 5000 and texts[4] == "d" * 5000
+    assert messages[4]["content"][0]["content"] == "b" * 5000  # the input list is untouched
+
+
+_STATUSES = st.lists(st.sampled_from(["pending", "completed", "cancelled"]), min_size=0, max_size=6)
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> tuple[list[dict[str, Any]], PlanBoard, int, bool, bool]:
+    statuses = draw(_STATUSES)
+    if statuses and draw(st.booleans()):
+        statuses[draw(st.integers(0, len(statuses) - 1))] = "in_progress"
+    board = PlanBoard(policy="lenient")  # type: ignore[arg-type]
+    if statuses:
+        board.apply(
+            {
+                "items": [
+                    {"id": str(n), "text": f"item {n}", "status": s} for n, s in enumerate(statuses)
+                ]
+            }
+        )
+    conversation = Conversation()
+    conversation.add_user_text("the task")
+    rounds = draw(st.integers(0, 25))
+    for number in range(rounds):
+        calls = draw(st.integers(1, 3))
+        blocks: list[dict[str, Any]] = []
+        if draw(st.booleans()):
+            blocks.append({"type": "text", "text": f"round {number}"})
+        if draw(st.booleans()):
+            blocks.insert(0, {"type": "thinking", "thinking": "hm", "signature": f"s{number}"})
+        names = [draw(st.sampled_from(["bash", "read_file", "todo"])) for _ in range(calls)]
+        for index, name in enumerate(names):
+            arguments = {"command": f"c{number}"} if name == "bash" else {"path": "f"}
+            blocks.append(
+                {"type": "tool_use", "id": f"t{number}_{index}", "name": name, "input": arguments}
+            )
+        conversation.add_assistant(blocks)
+        results = []
+        for index, name in enumerate(names):
+            size = draw(st.sampled_from([0, 10, 500, 3000, 20000]))
+            text = board.render() if name == "todo" else "x" * size or "(no output)"
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": f"t{number}_{index}",
+                    "content": text,
+                    "is_error": draw(st.booleans()),
+                }
+            )
+        conversation.add_tool_results(results)
+        if draw(st.booleans()):
+            conversation.append_text_to_last_user("<reminder>Update your todos.</reminder>")
+    window = draw(st.sampled_from([2000, 5000, 12000, 30000, 200000]))
+    return conversation.messages, board, window, draw(st.booleans()), draw(st.booleans())
+
+
+@given(_histories())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_clearing_and_compaction_keep_requests_valid_and_the_board(
+    case: tuple[list[dict[str, Any]], PlanBoard, int, bool, bool],
+) -> None:
+    messages, board, window, force, measured = case
+    manager = ContextManager(window, model="m")
+    if measured and len(messages) > 1:
+        manager.observe(messages[:-2], 500, {"input_tokens": 1000, "cache_read_input_tokens": 50})
+    before = board.render()
+    had_board = any(
+        block.get("content") == before
+        for message in messages
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    )
+    summaries: list[dict[str, Any]] = []
+
+    def summarize(request: dict[str, Any]) -> str:
+        summaries.append(request)
+        return "what happened"
+
+    shrunk, records = manager.shrink(messages, board, summarize, force=force)
+    conversation = Conversation(shrunk)
+    request = conversation.request(model="m", system="s", tools=TOOLS, max_tokens=100)
+    assert check_request(request) == []
+    for summary_request in summaries:
+        assert check_request(summary_request) == []
+        assert "tools" not in summary_request
+    texts = _texts(request)
+    compacted = [r for r in records if r.event == "context.compacted"]
+    if compacted:
+        assert shrunk[0]["content"][-1]["text"] == BOARD_HEADER + before
+    if had_board or compacted:
+        assert before in texts
+    assert board.render() == before  # the board itself is never touched
+    # Every tool_use still has its result, and the results' order and ids are unchanged.
+    ids = [b["id"] for m in shrunk for b in m["content"] if b.get("type") == "tool_use"]
+    answered = [
+        b["tool_use_id"] for m in shrunk for b in m["content"] if b.get("type") == "tool_result"
+    ]
+    assert ids == answered
