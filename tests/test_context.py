@@ -367,8 +367,9 @@ _STATUSES = st.lists(st.sampled_from(["pending", "completed", "cancelled"]), min
 
 @st.composite
 def _histories(draw: st.DrawFn) -> tuple[list[dict[str, Any]], PlanBoard, int, bool, bool]:
-    statuses = draw(_STATUSES)
-    if statuses and draw(st.booleans()):
+    statuses: list[str] = draw(_STATUSES)
+    started: bool = draw(st.booleans())
+    if statuses and started:
         statuses[draw(st.integers(0, len(statuses) - 1))] = "in_progress"
     board = PlanBoard(policy="lenient")  # type: ignore[arg-type]
     if statuses:

@@ -518,9 +518,10 @@ def test_an_unknown_model_is_a_404_as_the_service_answers() -> None:
 
 
 def test_count_tokens_counts_what_the_limit_checks() -> None:
-    body = {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "x" * 4000}]}
+    messages: list[Any] = [{"role": "user", "content": "x" * 4000}]
+    body = {"model": MODEL, "max_tokens": 64, "messages": messages}
     with _limited(ServerLimits()) as server:
-        counted = _client(server).messages.count_tokens(model=MODEL, messages=body["messages"])
+        counted = _client(server).messages.count_tokens(model=MODEL, messages=messages)
         assert counted.input_tokens == count_tokens(body) > 900
         assert server.requests == []  # counting is not a turn
 
@@ -545,5 +546,5 @@ def test_a_request_without_tools_is_summarised_without_taking_a_turn() -> None:
     with _limited(ServerLimits(), {"text": "scripted"}) as server:
         client = _client(server)
         summary = client.messages.create(model=MODEL, max_tokens=64, messages=PROMPT)
-        assert "Scripted summary" in summary.content[0].to_dict()["text"]
+        assert "Scripted summary" in str(summary.content[0].to_dict()["text"])
         assert len(server.summary_requests) == 1 and server.served == 0
