@@ -47,6 +47,9 @@ FIGURES = {
     "update_output_chars_full",
     "update_output_chars_merge",
     "peak_rss_mb_10k_rounds",
+    "long_run_peak_over_window",
+    "long_run_cache_read_share",
+    "long_run_unmanaged_refused_at_round",
 }
 TARGETED = {
     "overhead_ratio",
@@ -55,6 +58,7 @@ TARGETED = {
     "cached_input_share",
     "input_cost_ratio",
     "update_output_chars_merge",
+    "long_run_peak_over_window",
 }
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,6 +87,9 @@ def test_quick_json_run_prints_one_object_with_every_figure() -> None:
     assert document["baseline_cached_input_share"] == 0
     assert 0 < document["cached_input_share"] <= 1
     assert document["update_output_chars_merge"] < document["update_output_chars_full"]
+    # The managed long run stays inside the window; the same run unmanaged is refused.
+    assert 0 < document["long_run_peak_over_window"] < 1
+    assert document["long_run_unmanaged_refused_at_round"] > 1
     assert set(document["targets"]) == TARGETED
     for name, target in document["targets"].items():
         assert isinstance(target["met"], bool), name

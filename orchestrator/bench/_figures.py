@@ -61,6 +61,7 @@ class Sizes:
     replay_rounds_per_run: int = 50
     replay_repeats: int = 3
     cache_rounds: int = 30
+    long_rounds: int = 500
     quick: bool = False
 
 
@@ -73,6 +74,7 @@ QUICK = Sizes(
     machine_repeats=3,
     replay_rounds=400,
     replay_repeats=1,
+    long_rounds=60,
     quick=True,
 )
 
@@ -96,6 +98,7 @@ def measure_all(sizes: Sizes, workdir: Path) -> Measured:
         _replay,
         _prompt_cache,
         _update_output,
+        _long_run,
     ):
         found, notes = measure(sizes, workdir)
         figures.update(found)
@@ -107,6 +110,28 @@ Figures = tuple[dict[str, float], dict[str, str]]
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+
+def _long_run(sizes: Sizes, workdir: Path) -> Figures:
+    from orchestrator.bench._long_run import LONG_WINDOW, run_long
+
+    rounds = sizes.long_rounds
+    status, done_rounds, managed = run_long(rounds, managed=True)
+    if status != "done":
+        raise RuntimeError(f"the managed long run ended {status} after {done_rounds} rounds")
+    off_status, off_rounds, _ = run_long(rounds, managed=False)
+    figures = {
+        "long_run_peak_over_window": round(managed.peak / LONG_WINDOW, 3),
+        "long_run_cache_read_share": round(managed.read / max(managed.total, 1), 3),
+        "long_run_unmanaged_refused_at_round": float(off_rounds if off_status == "failed" else 0),
+    }
+    context = {
+        "long run": (
+            f"{rounds} rounds of ~20 KB tool output under a {LONG_WINDOW:,}-token window: "
+            f"managed {status}; unmanaged (--compaction off) {off_status} at round {off_rounds}"
+        )
+    }
+    return figures, context
 
 
 def _alternate(

@@ -45,6 +45,7 @@ TARGETS: tuple[Target, ...] = (
     Target("replay_vs_parse_ratio", "<= 10", lambda _f: 10.0),
     Target("cached_input_share", ">= 0.9", lambda _f: 0.9, operator.ge),
     Target("input_cost_ratio", "<= 0.25", lambda _f: 0.25),
+    Target("long_run_peak_over_window", "< 1", lambda _f: 0.999),
     Target(
         "update_output_chars_merge",
         "<= update_output_chars_full / 5",
@@ -69,6 +70,9 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("input_cost_ratio", "our input cost / seeds' (read 0.1x, write 1.25x)"),
     ("update_output_chars_full", "todo input characters to move one of 10 items: full"),
     ("update_output_chars_merge", "the same with merge: true"),
+    ("long_run_peak_over_window", "largest request / window, 500 rounds of 20 KB, managed"),
+    ("long_run_cache_read_share", "input tokens read from cache in that run"),
+    ("long_run_unmanaged_refused_at_round", "the same run unmanaged: refused at this round"),
 )
 
 

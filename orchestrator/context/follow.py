@@ -25,13 +25,13 @@ class SummaryMissing(Exception):
     """The follower would compact where the trace recorded no summary."""
 
 
-def manager_for(settings: Mapping[str, Any]) -> ContextManager:
-    """The context manager a run with these (``run.started``) settings used."""
+def manager_for(settings: Mapping[str, Any], window: Mapping[str, Any]) -> ContextManager:
+    """The context manager a run used: its ``run.started`` settings, its ``context.window``."""
     max_tokens = int(settings.get("max_tokens", 8192))
     return ContextManager(
-        int(settings.get("context_window", 200_000)),
+        int(window.get("window", settings.get("context_window", 200_000))),
         model=str(settings.get("model", "model")),
-        mode=str(settings.get("compaction", "auto")),
+        mode=str(window.get("compaction", settings.get("compaction", "auto"))),
         summary_max_tokens=min(4096, max_tokens),
     )
 
@@ -52,6 +52,7 @@ class ConversationFollower:
         self._summaries: list[str] = []
         self._fixed = 0
         self._forced = False
+        self._settings: Mapping[str, Any] = {}
         self.on_record: Callable[[PlanRecord], None] = lambda _record: None
 
     def over_budget(self) -> bool:
@@ -75,12 +76,17 @@ class ConversationFollower:
         if self.board is None:
             self.board = self._board_factory(event.get("plan") or {})
         task = event.get("task")
-        settings = event.get("settings") or {}
-        if self.manager is None or task is None:
-            self.manager = manager_for(settings)  # a resumed run starts a fresh manager
+        self._settings = event.get("settings") or {}
+        if task is None:
+            self.manager = None  # a resumed run starts a fresh manager (at its context.window)
         self._flush()
         if task is not None:
             self.conversation.add_user_text(str(task))
+
+    def _context_window(self, event: Mapping[str, Any]) -> None:
+        # Only a run with a context keeper logs this; a run without one is followed unmanaged.
+        if self.manager is None:
+            self.manager = manager_for(self._settings, event)
 
     def _model_request(self, event: Mapping[str, Any]) -> None:
         self._flush()
@@ -133,6 +139,7 @@ class ConversationFollower:
 
     _handlers: Mapping[str, Callable[[ConversationFollower, Mapping[str, Any]], None]] = {
         "run.started": _run_started,
+        "context.window": _context_window,
         "model.request": _model_request,
         "model.response": _model_response,
         "tool.call": _tool_call,
