@@ -237,6 +237,39 @@ def test_the_context_window_flag_overrides_the_models_api(tmp_path: Path) -> Non
     assert "ctx " in run.stdout and "of 50k" in run.stdout
 
 
+def test_resume_continues_from_the_compacted_conversation(tmp_path: Path) -> None:
+    turns = _long_script(10, 2)
+    small = ("--context-window", "8000")
+    first = _run(tmp_path, turns[:5], *small, "--max-rounds", "5", limits=ServerLimits())
+    assert first.code == 1 and first.events("context.compacted")
+    workdir, trace = tmp_path / "work", first.trace_path
+    script = parse_script({"name": "rest", "turns": turns[5:]}, source="test")
+    with MessagesServer(script, summarize=default_summary) as server:
+        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        args = ["resume", str(trace), "--workdir", str(workdir), "--yes", *small]
+        process = _orchestrator(args, env, tmp_path)
+        requests = [body for body in server.requests if body.get("tools")]
+        assert server.violations == []
+    assert process.returncode == 0, process.stderr
+    last_before, first_after = first.requests[-1], requests[0]
+    assert "<summary>" in json.dumps(first_after["messages"][0])
+    strip = json.dumps(
+        [
+            {k: v for k, v in b.items() if k != "cache_control"}
+            for b in last_before["messages"][0]["content"]
+        ]
+    )
+    again = json.dumps(
+        [
+            {k: v for k, v in b.items() if k != "cache_control"}
+            for b in first_after["messages"][0]["content"]
+        ]
+    )
+    assert again == strip
+    check = _orchestrator(["replay", "--check", str(trace)], _environment(), tmp_path)
+    assert check.returncode == 0, check.stderr
+
+
 THINKING = {
     "type": "thinking",
     "thinking": "Let me look at the file first.",
