@@ -491,3 +491,31 @@ def test_clearing_and_compaction_keep_requests_valid_and_the_board(
         b["tool_use_id"] for m in shrunk for b in m["content"] if b.get("type") == "tool_result"
     ]
     assert ids == answered
+
+
+def test_every_flag_an_error_text_names_exists() -> None:
+    import ast
+    import re
+
+    import click
+
+    from orchestrator.cli import cli
+
+    known = {"--help", "--version"}
+    commands: list[click.Command] = [cli]
+    while commands:
+        command = commands.pop()
+        known.update(o for p in command.params for o in getattr(p, "opts", ()))
+        if isinstance(command, click.Group):
+            commands.extend(command.commands.values())
+    package = Path(__file__).resolve().parent.parent / "orchestrator"
+    named: dict[str, str] = {}
+    for source in package.rglob("*.py"):
+        if "bench" in source.parts:
+            continue  # the bench's own options belong to python -m orchestrator.bench
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for flag in re.findall(r"(?<![\w-])--[a-z][a-z-]*[a-z]", node.value):
+                    named.setdefault(flag, str(source.relative_to(package)))
+    assert {"--max-tokens", "--context-window", "--thinking"} <= set(named)
+    assert {flag: where for flag, where in named.items() if flag not in known} == {}
