@@ -174,6 +174,20 @@ def _without_repeated_ids(blocks: list[JSONObject]) -> list[JSONObject]:
     return kept
 
 
+def result_text(block: Mapping[str, Any]) -> str:
+    """The text of a ``tool_result`` block, whether its content is a string or text blocks."""
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") == "text"
+        )
+    return ""
+
+
 def count_breakpoints(body: Mapping[str, Any] | Sequence[JSONObject]) -> int:
     """Count ``cache_control`` markers in a request body or a list of messages.
 

@@ -8,7 +8,6 @@ context cannot pass. Tool output is real (``cat`` of a 20 KB file in a temp dir)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -28,6 +27,7 @@ from orchestrator.testing import (
     default_summary,
     full_capabilities,
 )
+from tests.test_cli import _environment, _orchestrator
 
 TIMEOUT = 240
 BIG = "".join(
@@ -50,32 +50,6 @@ class Finished:
         return [event for event in self.trace if event["event"] == name]
 
 
-def _environment(**extra: str) -> dict[str, str]:
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
-        and name.lower() not in ("http_proxy", "https_proxy", "all_proxy")
-    }
-    env.update(NO_COLOR="1", **extra)
-    return env
-
-
-def _orchestrator(
-    args: Sequence[str], env: Mapping[str, str], cwd: Path
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=dict(env),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-
-
 def _run(
     tmp_path: Path,
     turns: Sequence[Mapping[str, Any]],
@@ -90,7 +64,17 @@ def _run(
     with MessagesServer(script, limits=limits, summarize=default_summary) as server:
         env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
         args = ["run", "Work through the plan", "--workdir", str(workdir), "--trace", str(trace)]
-        process = _orchestrator([*args, "--yes", *flags], env, tmp_path)
+        # Not test_cli's _orchestrator: a 300-round run needs more than its timeout on a busy box.
+        process = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args, "--yes", *flags],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
         requests, violations = server.requests, server.violations
         summaries, refusals = server.summary_requests, server.refusals
     assert "Traceback" not in process.stderr, process.stderr

@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from orchestrator.context.tokens import estimate_tokens
+from orchestrator.conversation import result_text
 from orchestrator.guard import describe_arguments
 from orchestrator.protocols import JSONObject
 
@@ -36,20 +37,6 @@ def stub_text(name: str, arguments: Any, chars: int) -> str:
         f"{STUB_PREFIX}{name} `{describe_arguments(arguments)}` output, {chars:,} chars; "
         "run it again if you need it]"
     )
-
-
-def result_text(block: Mapping[str, Any]) -> str:
-    """The text of a ``tool_result`` block, whether its content is a string or text blocks."""
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text"
-        )
-    return ""
 
 
 @attrs.frozen

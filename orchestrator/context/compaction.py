@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from orchestrator.context.clearing import result_text
+from orchestrator.conversation import result_text
 from orchestrator.protocols import JSONObject
 
 SUMMARY_SYSTEM = (

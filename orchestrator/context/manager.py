@@ -16,6 +16,7 @@ import attrs
 
 from orchestrator.context import clearing, compaction
 from orchestrator.context.tokens import CHARS_PER_TOKEN, Gauge, estimate_tokens, fixed_tokens
+from orchestrator.conversation import result_text
 from orchestrator.protocols import JSONObject, Plan, PlanRecord
 
 #: ``--compaction``: auto and client manage the context here (auto may use the server's edits
@@ -199,7 +200,7 @@ class ContextManager:
 
     def _tail_results(self, messages: Sequence[JSONObject], start: int) -> int:
         return sum(
-            estimate_tokens(clearing.result_text(block))
+            estimate_tokens(result_text(block))
             for message in messages[start:]
             if message["role"] == "user"
             for block in message["content"]
