@@ -415,7 +415,8 @@ class Loop:
         return self.context is not None and self.context.over_budget(self.conversation.messages)
 
     def _overflow(self, run: RunState, why: str) -> None:
-        if self.context is not None and self._machine.fire(run, "overflow"):
+        managed = self.context is not None and self.context.managing
+        if managed and self._machine.fire(run, "overflow"):
             return
         run.reason = (
             f"the request is still too long for the model's context window after compacting "

@@ -183,6 +183,11 @@ class ContextKeeper(Protocol):
         """The ``context.window`` event's fields: the window, where it came from, the mode."""
         ...
 
+    @property
+    def managing(self) -> bool:
+        """False when told to send the history whole (``--compaction off``)."""
+        ...
+
     def fixed_tokens(self, request: Mapping[str, Any]) -> int:
         """The estimated size of a request's parts other than its messages."""
         ...

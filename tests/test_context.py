@@ -503,3 +503,20 @@ def test_every_flag_an_error_text_names_exists() -> None:
                     named.setdefault(flag, str(source.relative_to(package)))
     assert {"--max-tokens", "--context-window", "--thinking"} <= set(named)
     assert {flag: where for flag, where in named.items() if flag not in known} == {}
+
+
+def test_with_compaction_off_the_first_refusal_fails_the_run(tmp_path: Path) -> None:
+    run = _run(
+        tmp_path,
+        _long_script(6, 2),
+        "--compaction",
+        "off",
+        limits=ServerLimits(max_input_tokens=9000),
+    )
+    assert run.code == 1
+    assert len(run.refusals) == 1
+    assert run.events("context.cleared") == run.events("context.compacted") == []
+    (line,) = [
+        text for text in run.stderr.splitlines() if text.startswith("orchestrator: run failed")
+    ]
+    assert "too long for the model's context window" in line and "after compacting" not in line
