@@ -20,6 +20,8 @@ DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT = 600.0
 #: Error events inside a started stream that are worth asking again, as a 529 or 5xx would be.
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
+#: The beta a request with server-side compaction (``context_management``) must name.
+COMPACTION_BETA = "compact-2026-01-12"
 #: How the service words a refusal of a request longer than the window (a 400).
 _TOO_LONG = "prompt is too long"
 _USAGE_KEYS = (
@@ -101,8 +103,14 @@ class AnthropicModel:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _stream_once(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
+        beta = "context_management" in request
         try:
-            with self.client.messages.stream(**request) as stream:
+            opened: Any = (
+                self.client.beta.messages.stream(**request, betas=[COMPACTION_BETA])
+                if beta
+                else self.client.messages.stream(**request)
+            )
+            with opened as stream:
                 for text in stream.text_stream:
                     on_text(text)
                 final = stream.get_final_message()
@@ -118,11 +126,18 @@ class AnthropicModel:
             raise
         usage = final.usage.model_dump(exclude_none=True)
         return ModelTurn(
-            content=tuple(b.model_dump(mode="json", exclude_none=True) for b in final.content),
+            content=tuple(_block_json(b) for b in final.content),
             stop_reason=str(final.stop_reason),
             usage={k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)},
             model=final.model,
         )
+
+
+def _block_json(block: Any) -> dict[str, Any]:
+    """A content block as plain JSON; a compaction block exactly as it came, nulls included."""
+    if block.type == "compaction":
+        return dict(block.model_dump(mode="json", exclude_unset=True))
+    return dict(block.model_dump(mode="json", exclude_none=True))
 
 
 class _StreamCut(Exception):

@@ -434,7 +434,7 @@ class _Session:
             trace_requests=options.trace_requests,
             workdir=str(options.workdir),
             context_window=limits.max_input_tokens,
-            compaction=config.compaction,
+            compaction=_compaction_mode(limits, config),
             thinking=config.thinking,
             effort=config.effort,
         )
@@ -478,11 +478,6 @@ class _Session:
 def _limits(model: Model, config: Config) -> ModelLimits:
     """The model's limits, and a usage error for a setting the model cannot honour."""
     thinking = config.thinking
-    if config.compaction == "server":
-        raise InputError(
-            "--compaction server: server-side context management is not implemented yet; "
-            "use --compaction auto or client"
-        )
     if thinking not in ("off", "adaptive") and int(thinking) >= config.max_tokens:
         raise InputError(
             f"--thinking {thinking}: the budget must be below --max-tokens ({config.max_tokens})"
@@ -496,6 +491,8 @@ def _limits(model: Model, config: Config) -> ModelLimits:
 def _unsupported(limits: ModelLimits, config: Config) -> list[str]:
     """What the model's advertised capabilities refuse (nothing when they are unknown)."""
     if not limits.capabilities:
+        if config.compaction == "server":
+            return [f"--compaction server: {limits.reason or 'the model has no capabilities'}"]
         return []
     problems = []
     thinking, name = config.thinking, config.model
@@ -509,11 +506,27 @@ def _unsupported(limits: ModelLimits, config: Config) -> list[str]:
         )
     if config.effort is not None and not limits.supports("effort", config.effort):
         problems.append(f"--effort {config.effort}: {name} does not support it")
+    if config.compaction == "server" and not _server_compaction(limits):
+        problems.append(
+            f"--compaction server: {name} does not advertise server-side compaction "
+            "(compact_20260112); use --compaction client"
+        )
     if limits.max_tokens is not None and config.max_tokens > limits.max_tokens:
         problems.append(
             f"--max-tokens {config.max_tokens}: {name} allows at most {limits.max_tokens}"
         )
     return problems
+
+
+def _server_compaction(limits: ModelLimits) -> bool:
+    return limits.supports("context_management", "compact_20260112")
+
+
+def _compaction_mode(limits: ModelLimits, config: Config) -> str:
+    """``auto`` becomes ``server`` where the model advertises it, ``client`` elsewhere."""
+    if config.compaction == "auto":
+        return "server" if _server_compaction(limits) else "client"
+    return str(config.compaction)
 
 
 def _new_board(config: Config) -> PlanBoard:

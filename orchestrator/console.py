@@ -191,6 +191,11 @@ def _thinking_lines(content: Sequence[Mapping[str, Any]]) -> list[tuple[str, str
             lines.append((f"∴ thinking ({len(text)} chars): {shown}", "dim italic"))
         elif block.get("type") == "redacted_thinking":
             lines.append(("∴ thinking (redacted)", "dim italic"))
+        elif block.get("type") == "compaction":
+            summary = str(block.get("content") or "")
+            lines.append(
+                (f"⌫ the server compacted the conversation ({len(summary)} chars)", "cyan")
+            )
     return lines
 
 

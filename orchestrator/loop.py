@@ -111,6 +111,8 @@ STOP_REASON_TRIGGERS: Mapping[str, str] = {
 }
 
 REMINDER_TAG = "<reminder>Update your todos.</reminder>"
+#: With ``--compaction server`` the service compacts at this share of the window.
+SERVER_COMPACT_SHARE = 0.6
 
 DEFAULT_SYSTEM = (
     "You are a coding agent at {workdir}.\n"
@@ -174,6 +176,15 @@ class LoopSettings:
             options["thinking"] = {"type": "enabled", "budget_tokens": int(self.thinking)}
         if self.effort is not None:
             options["output_config"] = {"effort": self.effort}
+        if self.compaction == "server":
+            # The server compacts first; the client-side tiers stay behind it as the fallback.
+            trigger = {
+                "type": "input_tokens",
+                "value": int(SERVER_COMPACT_SHARE * self.context_window),
+            }
+            options["context_management"] = {
+                "edits": [{"type": "compact_20260112", "trigger": trigger}]
+            }
         return options
 
 

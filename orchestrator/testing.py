@@ -56,8 +56,36 @@ _BAD_JSON_BODY: Final = b'{"id": "msg_broken", "type": "message", "content": [{"
 
 
 def count_tokens(body: Mapping[str, Any]) -> int:
-    """The server's token count of a request: what its usage reports, and its limit checks."""
-    return sum(cache_usage(None, body).tokens().values())
+    """The server's token count of a request: what its usage reports, and its limit checks.
+
+    As the service does, it reads nothing before the newest compaction block.
+    """
+    return sum(cache_usage(None, _effective(body)).tokens().values())
+
+
+def _effective(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return body
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, Mapping) and any(
+            block.get("type") == "compaction" for block in _blocks(message)
+        ):
+            return {**body, "messages": messages[index:]}
+    return body
+
+
+def _compaction_trigger(body: Mapping[str, Any]) -> int | None:
+    """The ``input_tokens`` trigger of a ``compact_20260112`` edit in the request, if any."""
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, Mapping) else None
+    for edit in edits if isinstance(edits, list) else []:
+        if isinstance(edit, Mapping) and edit.get("type") == "compact_20260112":
+            trigger = edit.get("trigger")
+            value = trigger.get("value") if isinstance(trigger, Mapping) else None
+            return value if isinstance(value, int) else 150_000
+    return None
 
 
 def full_capabilities(*, context_management: bool = False) -> JSONObject:
@@ -183,6 +211,7 @@ class MessagesServer:
         self._summaries: list[JSONObject] = []
         self._refusals: list[str] = []
         self._counted: list[JSONObject] = []
+        self._compactions = 0
         self._lock = threading.Lock()
         self._position = 0
         self._served = 0
@@ -256,6 +285,12 @@ class MessagesServer:
             return list(self._summaries)
 
     @property
+    def compactions(self) -> int:
+        """How many answers began with a server-side compaction block."""
+        with self._lock:
+            return self._compactions
+
+    @property
     def counted(self) -> list[JSONObject]:
         """The bodies sent to ``count_tokens``, in order."""
         with self._lock:
@@ -311,6 +346,10 @@ class MessagesServer:
             _send_error(handler, 400, "; ".join(problems))
             return
         tokens, maximum = count_tokens(body), self.limits.max_input_tokens
+        trigger = _compaction_trigger(body)
+        if trigger is not None and tokens > trigger:
+            self._play_next(handler, body, number, compact=True)
+            return
         if tokens > maximum:
             message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
             with self._lock:
@@ -348,7 +387,9 @@ class MessagesServer:
             return
         _send_json(handler, 200, self.limits.model_info(model))
 
-    def _play_next(self, handler: _Handler, body: JSONObject, number: int) -> None:
+    def _play_next(
+        self, handler: _Handler, body: JSONObject, number: int, *, compact: bool = False
+    ) -> None:
         while True:
             taken = self._take_entry()
             if isinstance(taken, str):
@@ -374,6 +415,16 @@ class MessagesServer:
             message_id = f"msg_loopback_{self._served:04d}"
             previous, self._last_answered = self._last_answered, body
         message = _message_json(entry, body, message_id, previous)
+        if compact:
+            # Server-side compaction: the history so far becomes one block the client sends
+            # back verbatim; usage counts what the service reads from here on.
+            summary = (self._summarize or default_summary)(body)
+            block = {"type": "compaction", "content": summary, "signature": f"sig-{number}"}
+            message["content"] = [block, *message["content"]]
+            with self._lock:
+                self._compactions += 1
+            after = {**body, "messages": [{"role": "assistant", "content": [block]}]}
+            message["usage"] = entry.usage_for(after, None)
         if stream:
             _send_events(handler, _stream_events(message))
         else:

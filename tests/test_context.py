@@ -520,3 +520,43 @@ def test_with_compaction_off_the_first_refusal_fails_the_run(tmp_path: Path) -> 
         text for text in run.stderr.splitlines() if text.startswith("orchestrator: run failed")
     ]
     assert "too long for the model's context window" in line and "after compacting" not in line
+
+
+def test_server_side_compaction_where_the_model_advertises_it(tmp_path: Path) -> None:
+    limits = ServerLimits(
+        max_input_tokens=30_000, capabilities=full_capabilities(context_management=True)
+    )
+    run = _run(tmp_path, _long_script(60, 3), "--max-rounds", "100", limits=limits)
+    assert run.code == 0, run.stderr
+    assert run.refusals == []
+    (window,) = run.events("context.window")
+    assert window["compaction"] == "server"
+    edits = run.requests[0]["context_management"]["edits"]
+    assert edits == [
+        {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 18_000}}
+    ]
+    blocks = [
+        block
+        for event in run.events("model.response")
+        for block in event["content"]
+        if block["type"] == "compaction"
+    ]
+    assert blocks, "the server never compacted"
+    # Every later request carries the newest compaction block exactly as the server sent it.
+    first = blocks[0]
+    sent_after = [
+        body
+        for body in run.requests
+        if first in [b for m in body["messages"] for b in m["content"]]
+    ]
+    assert sent_after
+    for body in sent_after:
+        assert json.dumps(body).count('"type": "compaction"') >= 1
+    check = _orchestrator(["replay", "--check", str(run.trace_path)], _environment(), tmp_path)
+    assert check.returncode == 0, check.stderr
+
+
+def test_compaction_server_is_refused_where_the_model_does_not_advertise_it(tmp_path: Path) -> None:
+    run = _run(tmp_path, [{"text": "x"}], "--compaction", "server", limits=ServerLimits())
+    assert run.code == 2
+    assert "--compaction server" in run.stderr and "--compaction client" in run.stderr

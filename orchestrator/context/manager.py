@@ -22,6 +22,8 @@ from orchestrator.protocols import JSONObject, Plan, PlanRecord
 #: ``--compaction``: auto and client manage the context here (auto may use the server's edits
 #: where a model advertises them, see docs/context.md), off sends the history whole.
 COMPACTION_MODES = ("auto", "client", "server", "off")
+#: Behind server-side compaction the client tiers wait longer: (clear_at, clear_to, compact_at).
+_SERVER_FALLBACK = (0.85, 0.6, 0.75)
 _FINISHED = frozenset({"completed", "cancelled"})
 
 
@@ -125,8 +127,14 @@ class ContextManager:
             if block.get("type") == "tool_result":
                 self._owners[str(block.get("tool_use_id"))] = active
 
+    def _shares(self) -> tuple[float, float, float]:
+        if self.mode == "server":
+            return _SERVER_FALLBACK
+        return self.clear_at, self.clear_to, self.compact_at
+
     def over_budget(self, messages: Sequence[JSONObject]) -> bool:
-        return self.managing and self.estimate(messages) > self.clear_at * self.window_tokens
+        clear_at = self._shares()[0]
+        return self.managing and self.estimate(messages) > clear_at * self.window_tokens
 
     def shrink(
         self,
@@ -141,10 +149,11 @@ class ContextManager:
         if not self.managing:
             return current, records
         window = self.window_tokens
+        _clear_at, clear_to, compact_at = self._shares()
         # After a refusal the window we believed in was wrong: keep only the newest round whole.
         keep_from = self.keep_from(current, rounds=1 if force else self.keep_rounds)
         before = self.estimate(current)
-        need = before - int(self.clear_to * window)
+        need = before - int(clear_to * window)
         if need > 0:
             statuses = plan.statuses
             cleared = clearing.clear_results(
@@ -155,12 +164,12 @@ class ContextManager:
             )
             current = self._record_cleared(records, cleared, before)
         now = self.estimate(current)
-        if (force or now > self.compact_at * window) and keep_from > 1:
+        if (force or now > compact_at * window) and keep_from > 1:
             request = compaction.summary_request(
                 self.model,
                 current[:keep_from],
                 max_tokens=self.summary_max_tokens,
-                limit_chars=int(self.clear_to * window) * CHARS_PER_TOKEN,
+                limit_chars=int(clear_to * window) * CHARS_PER_TOKEN,
             )
             summary = summarize(request)
             current = compaction.rebuilt(current, keep_from, summary, plan.render())
@@ -177,8 +186,8 @@ class ContextManager:
                 )
             )
             now, keep_from = after, 1
-        if force or now > self.compact_at * window:
-            budget = int(self.compact_at * window) - (now - self._tail_results(current, keep_from))
+        if force or now > compact_at * window:
+            budget = int(compact_at * window) - (now - self._tail_results(current, keep_from))
             trimmed = clearing.trim_results(current, start=keep_from, budget=max(budget, 0))
             current = self._record_cleared(records, trimmed, now, trimmed=True)
         return current, records

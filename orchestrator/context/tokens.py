@@ -77,7 +77,7 @@ class Gauge:
             unchanged = len(messages[base.sent - 1]["content"]) == base.last_blocks
             start = base.sent if unchanged else base.sent - 1
             return base.tokens + sum(self.size(m) for m in messages[start:])
-        return self.fixed + sum(self.size(m) for m in messages)
+        return self.fixed + sum(self.size(m) for m in messages[_after_compaction(messages) :])
 
     def size(self, message: JSONObject) -> int:
         key = id(message)
@@ -88,3 +88,11 @@ class Gauge:
         tokens = estimate_tokens(message)
         self._sizes[key] = (message, blocks, tokens)
         return tokens
+
+
+def _after_compaction(messages: Sequence[JSONObject]) -> int:
+    """Where the service starts reading: the newest message with a compaction block, or 0."""
+    for index in range(len(messages) - 1, -1, -1):
+        if any(block.get("type") == "compaction" for block in messages[index]["content"]):
+            return index
+    return 0
