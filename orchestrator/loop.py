@@ -156,6 +156,8 @@ class LoopSettings:
     reminder_threshold: int = 3
     trace_requests: bool = False
     workdir: str = ""
+    # False for a run without a board (``orchestrator eval``'s no-board arm): never remind.
+    reminders: bool = True
     context_window: int = 200_000
     compaction: str = "auto"
     thinking: str = "off"
@@ -229,7 +231,9 @@ class RunState:
 
     def plan_is_stale(self, event: EventData) -> bool:
         threshold = self.settings.reminder_threshold
-        return not self.plan.is_empty and self.rounds_since_update >= threshold
+        if not self.settings.reminders or self.plan.is_empty:
+            return False
+        return self.rounds_since_update >= threshold
 
     def context_over_budget(self, event: EventData) -> bool:
         return self.context_over()
