@@ -212,6 +212,7 @@ class MessagesServer:
         self._refusals: list[str] = []
         self._counted: list[JSONObject] = []
         self._compactions = 0
+        self._lookups: list[str] = []
         self._lock = threading.Lock()
         self._position = 0
         self._served = 0
@@ -283,6 +284,12 @@ class MessagesServer:
         """The tool-less requests answered by ``summarize``, in order (also in :attr:`requests`)."""
         with self._lock:
             return list(self._summaries)
+
+    @property
+    def model_lookups(self) -> list[str]:
+        """The model names asked of ``GET /v1/models/{id}``, in order."""
+        with self._lock:
+            return list(self._lookups)
 
     @property
     def compactions(self) -> int:
@@ -381,6 +388,8 @@ class MessagesServer:
             self._record_violation(f"GET request to {handler.path}")
             _send_error(handler, 404, f"Not found: GET {handler.path}")
             return
+        with self._lock:
+            self._lookups.append(model)
         known = self.limits.known_models
         if known is not None and model not in known:
             _send_error(handler, 404, f"model: {model}")

@@ -176,6 +176,16 @@ def test_a_300_round_run_under_a_30k_window_finishes_and_keeps_the_board(tmp_pat
     assert any(seq > first_compaction for seq in reminders)
     check = _orchestrator(["replay", "--check", str(run.trace_path)], _environment(), tmp_path)
     assert check.returncode == 0, check.stderr
+    # The context events are re-derived, not read: a changed count is a divergence.
+    lines = run.trace_path.read_text(encoding="utf-8").splitlines()
+    first_cleared = next(i for i, line in enumerate(lines) if '"context.cleared"' in line)
+    event = json.loads(lines[first_cleared])
+    lines[first_cleared] = json.dumps({**event, "blocks": event["blocks"] + 1})
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    check = _orchestrator(["replay", "--check", str(tampered)], _environment(), tmp_path)
+    assert check.returncode == 1
+    assert f"line {first_cleared + 1}: context.cleared: recorded blocks=" in check.stderr
 
 
 def test_a_refusal_as_too_long_is_compacted_and_asked_again(tmp_path: Path) -> None:
@@ -560,3 +570,29 @@ def test_compaction_server_is_refused_where_the_model_does_not_advertise_it(tmp_
     run = _run(tmp_path, [{"text": "x"}], "--compaction", "server", limits=ServerLimits())
     assert run.code == 2
     assert "--compaction server" in run.stderr and "--compaction client" in run.stderr
+
+
+def test_the_console_folds_thinking_and_shows_the_context_share() -> None:
+    import io
+
+    from orchestrator.console import PlainView
+
+    stream = io.StringIO()
+    view = PlainView(stream)
+    with view:
+        view(
+            {
+                "event": "model.response",
+                "round": 3,
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+                "content": [THINKING, REDACTED, {"type": "text", "text": "ok"}],
+                "context_tokens": 82_000,
+                "context_window": 200_000,
+            }
+        )
+        view({"event": "context.cleared", "blocks": 4, "tokens_freed": 20_000})
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == f"∴ thinking ({len(THINKING['thinking'])} chars): {THINKING['thinking']}"
+    assert lines[1] == "∴ thinking (redacted)"
+    assert lines[2].endswith("· ctx 41% of 200k")
+    assert lines[3] == "⌫ cleared 4 old tool results (20000 tokens)"
