@@ -486,7 +486,9 @@ def _limits(model: Model, config: Config) -> ModelLimits:
         raise InputError(
             f"--thinking {thinking}: the budget must be below --max-tokens ({config.max_tokens})"
         )
-    limits = resolve_limits(model, config.model, config.context_window)
+    limits = resolve_limits(
+        model, config.model, config.context_window, config.sources["context_window"]
+    )
     for problem in _unsupported(limits, config):
         raise InputError(problem)
     return limits

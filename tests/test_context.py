@@ -55,6 +55,7 @@ def _run(
     turns: Sequence[Mapping[str, Any]],
     *flags: str,
     limits: ServerLimits,
+    env: Mapping[str, str] | None = None,
 ) -> Finished:
     workdir = tmp_path / "work"
     workdir.mkdir(exist_ok=True)
@@ -62,12 +63,14 @@ def _run(
     trace = tmp_path / "t.jsonl"
     script = parse_script({"name": "long", "turns": list(turns)}, source="test")
     with MessagesServer(script, limits=limits, summarize=default_summary) as server:
-        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        environment = _environment(
+            ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url, **(env or {})
+        )
         args = ["run", "Work through the plan", "--workdir", str(workdir), "--trace", str(trace)]
         # Not test_cli's _orchestrator: a 300-round run needs more than its timeout on a busy box.
         process = subprocess.run(
             [sys.executable, "-m", "orchestrator", *args, "--yes", *flags],
-            env=env,
+            env=environment,
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
             capture_output=True,
@@ -218,6 +221,17 @@ def test_the_window_falls_back_to_200k_and_says_why(tmp_path: Path) -> None:
     (window,) = run.events("context.window")
     assert window["window"] == 200_000 and window["source"] == "fallback"
     assert "404" in window["reason"] and "200,000" in window["reason"]
+
+
+def test_the_context_window_from_the_environment_says_so(tmp_path: Path) -> None:
+    run = _run(
+        tmp_path,
+        [{"text": "Nothing to do."}],
+        limits=ServerLimits(),
+        env={"ORCHESTRATOR_CONTEXT_WINDOW": "60000"},
+    )
+    (window,) = run.events("context.window")
+    assert (window["window"], window["source"]) == (60_000, "ORCHESTRATOR_CONTEXT_WINDOW")
 
 
 def test_the_context_window_flag_overrides_the_models_api(tmp_path: Path) -> None:

@@ -22,8 +22,16 @@ class LimitsSource(Protocol):
     def limits(self, model: str) -> ModelLimits: ...
 
 
-def resolve_limits(model_client: object, model: str, override: int | None) -> ModelLimits:
-    """The limits a run works within; ``override`` (``--context-window``) wins over the API."""
+def resolve_limits(
+    model_client: object,
+    model: str,
+    override: int | None,
+    override_source: str = "--context-window",
+) -> ModelLimits:
+    """The limits a run works within; ``override`` (``--context-window``) wins over the API.
+
+    ``override_source`` names where the override came from (a flag, a variable, the file).
+    """
     learned: ModelLimits | None = None
     reason = ""
     if isinstance(model_client, LimitsSource):
@@ -39,7 +47,7 @@ def resolve_limits(model_client: object, model: str, override: int | None) -> Mo
             max_input_tokens=override,
             max_tokens=base.max_tokens,
             capabilities=base.capabilities,
-            source="--context-window",
+            source=override_source,
         )
     if learned is not None:
         return learned
