@@ -382,9 +382,9 @@ class Loop:
             "cache_breakpoints": count_breakpoints(request),
             "bytes": self.conversation.encoded_size(request),
         }
-        fixed = self.context.fixed_tokens(request) if self.context is not None else 0
+        fixed = 0
         if self.context is not None:
-            summary["fixed_tokens"] = fixed
+            summary["fixed_tokens"] = fixed = self.context.fixed_tokens(request)
         if self.settings.trace_requests:
             summary["body"] = request
         self.log.info("model.request", **summary)
@@ -398,11 +398,9 @@ class Loop:
             self._machine.fire(run, "fail")
             return
         turn = run.turn
-        measured = sum(
-            int(turn.usage.get(key, 0))
-            for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        )
-        window = self.context.window if self.context is not None else None
+        share: JSONObject = {}
+        if self.context is not None:
+            share = {"context_tokens": turn.input_tokens, "context_window": self.context.window}
         self.log.info(
             "model.response",
             round=run.round,
@@ -410,7 +408,7 @@ class Loop:
             content=list(turn.content),
             usage=dict(turn.usage),
             model=turn.model,
-            **({"context_tokens": measured, "context_window": window} if window else {}),
+            **share,
         )
         if self.context is not None:
             self.context.observe(self.conversation.messages, fixed, turn.usage)

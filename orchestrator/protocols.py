@@ -36,6 +36,12 @@ class ModelTurn:
     def text(self) -> str:
         return "".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
 
+    @property
+    def input_tokens(self) -> int:
+        """The size of the request this turn answered: input plus cache reads and writes."""
+        keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        return sum(int(self.usage.get(key, 0)) for key in keys)
+
 
 class ModelError(Exception):
     """The model could not answer (an API error that survived retries, a broken script).

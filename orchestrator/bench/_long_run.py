@@ -52,10 +52,7 @@ class WindowedModel:
             )
         turn = self.inner.respond(request, on_text)
         self.read += int(turn.usage.get("cache_read_input_tokens", 0))
-        self.total += sum(
-            int(turn.usage.get(key, 0))
-            for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        )
+        self.total += turn.input_tokens
         return turn
 
 
