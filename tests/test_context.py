@@ -610,3 +610,38 @@ def test_the_console_folds_thinking_and_shows_the_context_share() -> None:
     assert lines[1] == "∴ thinking (redacted)"
     assert lines[2].endswith("· ctx 41% of 200k")
     assert lines[3] == "⌫ cleared 4 old tool results (20000 tokens)"
+
+
+class _Limits:
+    """A model client whose Models API answers with ``window`` (or fails with ``error``)."""
+
+    def __init__(self, window: int = 0, error: str = "") -> None:
+        self.window, self.error = window, error
+
+    def limits(self, model: str) -> Any:
+        from orchestrator.protocols import ModelError, ModelLimits
+
+        if self.error:
+            raise ModelError(self.error)
+        return ModelLimits(max_input_tokens=self.window)
+
+
+@pytest.mark.parametrize(
+    ("client", "override", "expected"),
+    [
+        (_Limits(90_000), None, (90_000, "models.retrieve", "")),
+        (_Limits(90_000), 5_000, (5_000, "--context-window", "")),
+        (_Limits(error="boom"), None, (200_000, "fallback", "assumed 200,000 tokens: boom")),
+        (_Limits(12), None, (200_000, "fallback", "window of 12 tokens")),
+        (object(), None, (200_000, "fallback", "object client has no Models API")),
+    ],
+)
+def test_the_window_is_learned_overridden_or_assumed_with_a_reason(
+    client: object, override: int | None, expected: tuple[int, str, str]
+) -> None:
+    from orchestrator.context import resolve_limits
+
+    limits = resolve_limits(client, "claude-x", override)
+    window, source, reason = expected
+    assert (limits.max_input_tokens, limits.source) == (window, source)
+    assert reason in limits.reason and bool(limits.reason) == bool(reason)

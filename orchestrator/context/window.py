@@ -13,6 +13,8 @@ from orchestrator.protocols import ModelError, ModelLimits
 
 #: Most Claude models' input window; assumed only when nothing better is known, and said so.
 DEFAULT_WINDOW = 200_000
+#: A smaller window than this cannot hold a task, a plan and one round; it is not believed.
+MIN_WINDOW = 1000
 
 
 @runtime_checkable
@@ -39,6 +41,9 @@ def resolve_limits(
             learned = model_client.limits(model)
         except ModelError as error:
             reason = str(error)
+        if learned is not None and learned.max_input_tokens < MIN_WINDOW:
+            reason = f"the Models API gave a window of {learned.max_input_tokens} tokens"
+            learned = None
     else:
         reason = f"the {type(model_client).__name__} client has no Models API to ask"
     if override is not None:
