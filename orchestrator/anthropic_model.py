@@ -65,7 +65,11 @@ class AnthropicModel:
         if model in self._limits:
             return self._limits[model]
         try:
-            info = self.client.models.retrieve(model)
+            # One retry at most: a gateway without the Models API should not delay the start,
+            # the fallback window is logged and good enough.
+            info = self.client.with_options(max_retries=min(1, self.max_retries)).models.retrieve(
+                model
+            )
         except anthropic.APIStatusError as error:
             kind, message = _error_detail(error)
             raise ModelError(
