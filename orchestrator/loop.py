@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 from transitions import EventData, Machine
 
-from orchestrator.conversation import Conversation, count_breakpoints
+from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
     ContextKeeper,
@@ -376,11 +376,12 @@ class Loop:
             max_tokens=self.settings.max_tokens,
             options=self.settings.request_options(),
         )
+        sizes = self.conversation.summary(request)
         summary: JSONObject = {
             "round": run.round,
-            "messages": len(request["messages"]),
-            "cache_breakpoints": count_breakpoints(request),
-            "bytes": self.conversation.encoded_size(request),
+            "messages": sizes.messages,
+            "cache_breakpoints": sizes.cache_breakpoints,
+            "bytes": sizes.bytes,
         }
         fixed = 0
         if self.context is not None:

@@ -21,6 +21,10 @@ from orchestrator.protocols import JSONObject, PlanRecord
 OVERFLOW_STOP = "model_context_window_exceeded"
 
 
+#: A tool.result whose tool.call is not in the trace (no input to apply).
+_NO_CALL = object()
+
+
 class SummaryMissing(Exception):
     """The follower would compact where the trace recorded no summary."""
 
@@ -106,6 +110,7 @@ class ConversationFollower:
 
     def _tool_result(self, event: Mapping[str, Any]) -> None:
         tool_id = str(event["id"])
+        called = self._inputs.pop(tool_id, _NO_CALL)
         self._results[tool_id] = {
             "type": "tool_result",
             "tool_use_id": tool_id,
@@ -113,8 +118,8 @@ class ConversationFollower:
             "is_error": bool(event.get("is_error")),
         }
         accepted = event.get("name") == "todo" and not event.get("is_error")
-        if accepted and self.board is not None and tool_id in self._inputs:
-            self.board.apply(self._inputs[tool_id])
+        if accepted and self.board is not None and called is not _NO_CALL:
+            self.board.apply(called)
 
     def _loop_transition(self, event: Mapping[str, Any]) -> None:
         trigger = event.get("trigger")
