@@ -260,7 +260,7 @@ class Replay:
         self._recorded: list[TraceLine] = []
         self._calls: dict[str, tuple[str, Any, bool]] = {}
         # The conversation as the run had it, so the context tiers are re-derived, not read.
-        self._follower = ConversationFollower(_board_from)
+        self._follower: ConversationFollower | None = ConversationFollower(_board_from)
         self._follower.on_record = self._collector.plan_record
 
     def check(self) -> Divergence | None:
@@ -286,12 +286,20 @@ class Replay:
             if problem is not None:
                 return problem
             self._recorded.append(line)
-        try:
-            self._follower.feed(line.event)
-        except SummaryMissing as error:
-            return Divergence(line.number, str(error))
+        if self._follower is not None:
+            try:
+                self._follower.feed(line.event)
+            except SummaryMissing as error:
+                return Divergence(line.number, str(error))
+            except Exception:
+                # A conversation the trace cannot build (a line missing or out of order): the
+                # machines' own checks name the problem; the context is no longer followed.
+                self._follower = None
         handler = self._handlers.get(name)
         return handler(self, line) if handler is not None else None
+
+    def _context_over(self) -> bool:
+        return self._follower is not None and self._follower.over_budget()
 
     def _on_run_started(self, line: TraceLine) -> Divergence | None:
         event = line.event
@@ -311,7 +319,7 @@ class Replay:
             self._board,
             self._collector,
             lambda _text: None,
-            self._follower.over_budget,
+            self._context_over,
             round=int(event.get("first_round", 0)),
             rounds_since_update=int(event.get("rounds_since_update", 0)),
             seen_revision=self._board.revision,

@@ -137,7 +137,12 @@ class ConversationFollower:
             self.board.reset()
 
     def _reminder(self, event: Mapping[str, Any]) -> None:
-        self._reminders.append(reminder_text(int(event["rounds_since_update"]), str(event["plan"])))
+        text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))
+        if self.manager is None:
+            # Nothing reads the conversation between here and the next request: append now.
+            self.conversation.append_text_to_last_user(text)
+            return
+        self._reminders.append(text)
 
     def _compacted(self, event: Mapping[str, Any]) -> None:
         self._summaries.append(str(event.get("summary", "")))
