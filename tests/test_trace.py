@@ -466,7 +466,7 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
         env |= {
             "ANTHROPIC_API_KEY": PLANTED_KEY,
             "ANTHROPIC_BASE_URL": server.base_url,
-            # A variable the bash tool does not scrub, so the key does come back in its output.
+            # A variable passed into bash with --env, so the key does come back in its output.
             "LEAKED_VIA_ENV": PLANTED_KEY,
         }
         done = subprocess.run(
@@ -481,6 +481,8 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
                 "--trace",
                 str(trace_path),
                 "--trace-requests",
+                "--env",
+                "LEAKED_VIA_ENV",
                 "--yes",
                 "--max-retries",
                 "0",
@@ -553,10 +555,12 @@ def test_the_demo_trace_is_byte_identical_to_the_golden_one_but_for_times_and_id
     """The golden trace was written before the fast path (orjson, prebuilt redaction).
 
     Changes to what is recorded are edited into it by hand, as small as they are: since then,
-    ``"reminders":true`` in the settings (the eval's no-board arm); the context settings
-    (``context_window``, ``compaction``, ``thinking``, ``effort``), the ``context.window``
-    event after ``run.started``, ``fixed_tokens`` in ``model.request`` and ``context_tokens``
-    and ``context_window`` in ``model.response`` (issue 13; checked to be the only changes).
+    ``"reminders":true`` in the settings (the eval's no-board arm); the request sizes and the
+    scripted usage after the bash tool's description said background processes end with their
+    command (issue 14); the context settings (``context_window``, ``compaction``,
+    ``thinking``, ``effort``), the ``context.window`` event after ``run.started``,
+    ``fixed_tokens`` in ``model.request`` and ``context_tokens`` and ``context_window`` in
+    ``model.response`` (issue 13; checked to be the only changes).
     """
     raw, workdir = demo_trace(tmp_path)
     ours = _normalised(raw, workdir).splitlines()

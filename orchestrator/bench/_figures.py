@@ -23,6 +23,7 @@ import attrs
 from transitions import Machine
 
 from orchestrator.bench import _floors
+from orchestrator.bench._sandbox import sandbox_cost
 from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
 from orchestrator.bench._workload import (
     BENCH_TASK,
@@ -516,6 +517,11 @@ def _compact(payload: JSONObject) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
+def _sandbox(sizes: Sizes, workdir: Path) -> Found:
+    found, notes = sandbox_cost(5 if sizes.quick else 30, workdir)
+    return found, {}, notes
+
+
 # --- long_run_* -------------------------------------------------------------------------------
 
 
@@ -556,4 +562,5 @@ MEASURES = (
     _prompt_cache,
     _update_output,
     _long_run,
+    _sandbox,
 )
