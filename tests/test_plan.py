@@ -59,8 +59,10 @@ MARKERS = {PENDING: "[ ]", IN_PROGRESS: "[>]", COMPLETED: "[x]", CANCELLED: "[-]
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def todo(item_id: str, status: str | None = None, text: str | None = None, **extra: str) -> Any:
-    entry: dict[str, str] = {"id": item_id, **extra}
+def todo(
+    item_id: str, status: str | None = None, text: str | None = None, **extra: str | list[str]
+) -> Any:
+    entry: dict[str, str | list[str]] = {"id": item_id, **extra}
     if text is not None:
         entry["text"] = text
     if status is not None:
@@ -996,7 +998,7 @@ def test_merge_blocked_by_replaces_the_list_and_empty_clears_it() -> None:
     rig.board.apply(merge({"id": "4", "status": "pending"}))  # no blocked_by: kept
     assert rig.board.items[3].blocked_by == ("3",)
     rig.board.apply(merge({"id": "4", "blockedBy": []}))
-    assert rig.board.items[3].blocked_by == ()
+    assert not rig.board.items[3].blocked_by
     assert "Next ready" not in rig.board.render()
 
 
@@ -1379,7 +1381,9 @@ def expect(
             text.strip() if text else (old.text if old else ""),
             dst,
             active.strip() if active is not None else (old.active_form if old else ""),
-            Priority(priority) if priority in {"high", "medium", "low"} else (old and old.priority),
+            Priority(priority)
+            if priority in {"high", "medium", "low"}
+            else (old.priority if old else None),
             blockers if blockers is not None else (old.blocked_by if old else ()),
         )
     if len(set(ids)) == len(ids):
