@@ -187,9 +187,15 @@ def render_items(items: Iterable[PlanItem]) -> str:
 
 
 def _notes(item: PlanItem, status_of: Mapping[str, Status]) -> str:
+    active = (
+        f" ({item.active_form})" if item.status == Status.IN_PROGRESS and item.active_form else ""
+    )
+    return active + item_annotations(item, status_of)
+
+
+def item_annotations(item: PlanItem, status_of: Mapping[str, Status]) -> str:
+    """`` (high priority) (blocked by #2)``: what an item's line shows beyond its text."""
     notes = ""
-    if item.status == Status.IN_PROGRESS and item.active_form:
-        notes += f" ({item.active_form})"
     if item.priority is not None:
         notes += f" ({item.priority} priority)"
     waiting = unfinished_blockers(item, status_of)

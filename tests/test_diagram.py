@@ -253,7 +253,10 @@ def test_mermaid_run_highlights_visited_states_and_counts_edges(run_trace: Path)
     assert "class cancelled s_default" in item
     edges = mermaid_edges(item)
     assert edges[("in_progress", "pending")] == "pause ×2"
-    assert edges[("pending", "in_progress")] == "start [no_other_item_in_progress & dependencies_completed] ×2"
+    assert (
+        edges[("pending", "in_progress")]
+        == "start [no_other_item_in_progress & dependencies_completed] ×2"
+    )
     assert edges[("in_progress", "completed")] == "complete"
 
     loop = render_diagram("loop", "mermaid", trace=run_trace)
