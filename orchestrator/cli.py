@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import click
 
+from orchestrator.board_file import BoardFileError, keep_file, open_board
 from orchestrator.config import Config, ConfigError, load_config
 from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.conversation import Conversation
@@ -71,7 +72,7 @@ class RunOptions:
     as_json: bool = False
 
 
-_FLAG_SETTINGS = ("model", "max_rounds", "max_retries", "sandbox", "deny_bash")
+_FLAG_SETTINGS = ("model", "max_rounds", "max_retries", "sandbox", "deny_bash", "board")
 
 
 def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -88,6 +89,12 @@ def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[.
         click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout."),
         click.option("--sandbox", type=click.Choice(["workdir", "none"]), default=None),
         click.option("--deny-bash", is_flag=True, default=None, help="Refuse every bash call."),
+        click.option(
+            "--board",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Keep the plan in this JSON file: loaded at start, written after each update.",
+        ),
     ]
     if trace:
         options.insert(1, click.option("--trace", type=click.Path(dir_okay=False, path_type=Path)))
@@ -156,6 +163,8 @@ def resume(trace: Path, **kwargs: Any) -> int:
     if rebuilt.settings.workdir and kwargs["workdir"] == Path("."):
         kwargs["workdir"] = Path(rebuilt.settings.workdir)
     options = attrs.evolve(_options(**kwargs), trace=trace)
+    if options.config.board is not None:  # the trace holds the plan; the file follows it
+        keep_file(rebuilt.board, Path(options.config.board), _warn)
     max_rounds = rebuilt.last_round + options.config.max_rounds
     session = _Session(
         options,
@@ -431,7 +440,19 @@ class _Session:
 
 
 def _new_board(config: Config) -> PlanBoard:
-    return PlanBoard(limit=config.plan_limit, policy=EdgePolicy(config.plan_policy))
+    policy = EdgePolicy(config.plan_policy)
+    if config.board is None:
+        return PlanBoard(limit=config.plan_limit, policy=policy)
+    try:
+        return open_board(
+            Path(config.board), limit=config.plan_limit, policy=policy, on_write_error=_warn
+        )
+    except BoardFileError as error:
+        raise InputError(str(error)) from None
+
+
+def _warn(message: str) -> None:
+    click.echo(f"orchestrator: warning: {message}", err=True)
 
 
 def _run_once(session: _Session, task: str | None) -> int:

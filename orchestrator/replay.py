@@ -19,7 +19,7 @@ import attrs
 from orchestrator.conversation import INTERRUPTED_RESULT, Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState, reminder_text
-from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, TodoTool, table_edges
+from orchestrator.plan import ITEM_TRANSITIONS, PlanBoard, TodoTool, table_edges
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
 from orchestrator.tools import ToolRegistry
 from orchestrator.trace import TRACE_FORMAT
@@ -229,10 +229,7 @@ class Replay:
     def _on_run_started(self, line: TraceLine) -> Divergence | None:
         event = line.event
         if self._board is None:
-            plan = event.get("plan") or {}
-            self._board = PlanBoard(
-                limit=int(plan.get("limit", 20)), policy=EdgePolicy(plan.get("policy", "strict"))
-            )
+            self._board = PlanBoard.from_config(event.get("plan") or {})
             self._board.subscribe(self._collector.plan_record)
             # Through a registry, as in a run: a call it refuses never reaches the board.
             self._todo = ToolRegistry([TodoTool(self._board)])
@@ -457,12 +454,8 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         event = line.event
         name = line.name
         if name == "run.started":
-            plan = event.get("plan") or {}
             if board is None:
-                board = PlanBoard(
-                    limit=int(plan.get("limit", 20)),
-                    policy=EdgePolicy(plan.get("policy", "strict")),
-                )
+                board = PlanBoard.from_config(event.get("plan") or {})
             settings = LoopSettings(**event["settings"])
             stale, changed = int(event.get("rounds_since_update", 0)), False
             if "task" in event and event["task"] is not None:
