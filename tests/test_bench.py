@@ -38,6 +38,8 @@ FIGURES = {
     "plan_update_us_20",
     "plan_update_us_200",
     "plan_scaling_exponent",
+    "plan_update_us_20_deps",
+    "plan_deps_scaling_exponent",
     "machine_per_item_vs_shared_ratio",
     "replay_events_per_s",
     "replay_vs_parse_ratio",
@@ -51,6 +53,7 @@ FIGURES = {
 TARGETED = {
     "overhead_ratio",
     "plan_scaling_exponent",
+    "plan_deps_scaling_exponent",
     "replay_vs_parse_ratio",
     "cached_input_share",
     "input_cost_ratio",

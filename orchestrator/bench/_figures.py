@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 from transitions import Machine
 
+from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._workload import (
     BENCH_TASK,
     InstantModel,
@@ -92,6 +93,7 @@ def measure_all(sizes: Sizes, workdir: Path) -> Measured:
     for measure in (
         _overhead,
         _plan_scaling,
+        measure_plan_dependencies,
         _machine_sharing,
         _replay,
         _prompt_cache,

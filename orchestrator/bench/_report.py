@@ -42,6 +42,7 @@ class Target:
 TARGETS: tuple[Target, ...] = (
     Target("overhead_ratio", "<= 3", lambda _f: 3.0),
     Target("plan_scaling_exponent", "<= 1.2", lambda _f: 1.2),
+    Target("plan_deps_scaling_exponent", "<= 1.2", lambda _f: 1.2),
     Target("replay_vs_parse_ratio", "<= 10", lambda _f: 10.0),
     Target("cached_input_share", ">= 0.9", lambda _f: 0.9, operator.ge),
     Target("input_cost_ratio", "<= 0.25", lambda _f: 0.25),
@@ -60,6 +61,8 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("plan_update_us_20", "a todo update rewriting 20 items, moving one (us)"),
     ("plan_update_us_200", "the same with 200 items (us)"),
     ("plan_scaling_exponent", "fitted k in cost ~ n^k, n = 10..1000"),
+    ("plan_update_us_20_deps", "a full rewrite of 20 items with 30 blocked_by edges (us)"),
+    ("plan_deps_scaling_exponent", "fitted k for rewrites with ~1.5n edges, n = 20..1000"),
     ("machine_per_item_vs_shared_ratio", "a Machine per item / one ItemMachine with add_model"),
     ("replay_events_per_s", "replay --check speed on the generated trace"),
     ("replay_vs_parse_ratio", "replay --check time / json.loads of every line"),
