@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 from transitions import EventData, Machine
@@ -64,6 +64,7 @@ ITEM_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
 )
 
 _STATUS_OF = {str(status): status for status in Status}
+_Choice = TypeVar("_Choice", Status, Priority)
 FINAL_STATUSES = frozenset({Status.COMPLETED, Status.CANCELLED})
 DEFAULT_ITEM_LIMIT = 20
 
@@ -540,32 +541,29 @@ def _parse_entry(raw: Mapping[str, Any], index: int, *, merge: bool) -> _Entry:
         raise BlankTextError(
             f"Item #{_shown(item_id)}: text required; say what the step is", item_id
         )
-    status: Status | None = None
-    if raw.get("status") is not None:
-        word = str(raw["status"]).strip().lower()
-        try:
-            status = Status(word)
-        except ValueError:
-            allowed = ", ".join(Status)
-            raise UnknownStatusError(
-                f"Item #{_shown(item_id)}: invalid status '{_shown(word)}'; use one of {allowed}",
-                item_id,
-            ) from None
+    status = _choice(raw, "status", Status, UnknownStatusError, item_id)
     active = raw.get("active_form")
     active_form = None if active is None else " ".join(str(active).split())
-    priority: Priority | None = None
-    if raw.get("priority") is not None:
-        word = str(raw["priority"]).strip().lower()
-        try:
-            priority = Priority(word)
-        except ValueError:
-            allowed = ", ".join(Priority)
-            raise InvalidPriorityError(
-                f"Item #{_shown(item_id)}: invalid priority '{_shown(word)}'; use one of {allowed}",
-                item_id,
-            ) from None
+    priority = _choice(raw, "priority", Priority, InvalidPriorityError, item_id)
     blocked_by = _parse_blockers(raw.get("blocked_by"), item_id)
     return _Entry(item_id, text, status, active_form, priority, blocked_by)
+
+
+def _choice(
+    raw: Mapping[str, Any], field: str, choices: type[_Choice], error: type[PlanError], item_id: str
+) -> _Choice | None:
+    """One of ``choices``, read case-insensitively; ``None`` when the field is absent."""
+    if raw.get(field) is None:
+        return None
+    word = str(raw[field]).strip().lower()
+    try:
+        return choices(word)
+    except ValueError:
+        allowed = ", ".join(choices)
+        raise error(
+            f"Item #{_shown(item_id)}: invalid {field} '{_shown(word)}'; use one of {allowed}",
+            item_id,
+        ) from None
 
 
 def _parse_blockers(value: object, item_id: str) -> tuple[str, ...] | None:
