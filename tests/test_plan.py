@@ -41,6 +41,7 @@ from orchestrator.plan import (
     render_items,
 )
 from orchestrator.protocols import Plan, PlanRecord, Tool, ToolError, ToolResult
+from orchestrator.tools import ToolRegistry
 
 PENDING, IN_PROGRESS = Status.PENDING, Status.IN_PROGRESS
 COMPLETED, CANCELLED = Status.COMPLETED, Status.CANCELLED
@@ -1099,6 +1100,15 @@ def test_peer_spellings_are_read_as_ours(
 ) -> None:
     rig.board.apply(payload)
     assert rig.board.items == (expected,)
+
+
+def test_a_refusal_reaches_the_model_as_an_error_result_starting_with_error() -> None:
+    registry = ToolRegistry([TodoTool(PlanBoard())])
+    result = registry.dispatch("todo", {"todos": [{"content": "a", "owner": "me"}]})
+    assert result.is_error
+    assert result.text.startswith("Error: Item 1: unknown key 'owner'; accepted keys: id, ")
+    result = registry.dispatch("todo", {"todos": [{"content": "Read", "status": "pending"}]})
+    assert result == ToolResult("[ ] #1: Read\n\n(0/1 completed)")
 
 
 def test_explanation_is_recorded_on_the_update(rig: Rig) -> None:
