@@ -1482,6 +1482,8 @@ class PlanBoardMachine(RuleBasedStateMachine):
             return
         assert not expected.errors, f"accepted a batch that breaks {set(expected.errors)}"
         event(f"{policy}: accepted")
+        if any(item.blocked_by for item in board.items):
+            event(f"{policy}: accepted with dependencies")
         assert board.items == expected.items
         assert board.revision == before[1] + 1
         transitions = recorder.transitions
