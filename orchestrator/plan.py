@@ -440,6 +440,10 @@ ITEM_KEYS: Mapping[str, str] = {
 }
 
 
+_TOP_LEVEL_FIELDS = frozenset(TOP_LEVEL_KEYS.values())
+_ITEM_FIELDS = frozenset(ITEM_KEYS.values())
+
+
 def _accepted(keys: Mapping[str, str]) -> str:
     """``items (or todos), merge, explanation``: the fields, each with its other spellings."""
     parts = []
@@ -449,8 +453,12 @@ def _accepted(keys: Mapping[str, str]) -> str:
     return ", ".join(parts)
 
 
-def _canonical(raw: Mapping[Any, Any], keys: Mapping[str, str], where: str) -> dict[str, Any]:
+def _canonical(
+    raw: Mapping[Any, Any], keys: Mapping[str, str], ours: frozenset[str], where: str
+) -> dict[str, Any]:
     """``raw`` with every key spelled our way; an unknown or doubly spelled key is refused."""
+    if raw.keys() <= ours:  # the common case, checked in C: nothing to rename
+        return dict(raw)
     fields: dict[str, Any] = {}
     spelled: dict[str, str] = {}
     for key, value in raw.items():
@@ -495,7 +503,7 @@ _EXAMPLE = '{"items": [{"id": "1", "text": "Read hello.py", "status": "in_progre
 def _parse_batch(payload: object) -> _Batch:
     if not isinstance(payload, Mapping):
         raise PlanShapeError(f"todo input must be an object like {_EXAMPLE}")
-    fields = _canonical(payload, TOP_LEVEL_KEYS, "todo input: ")
+    fields = _canonical(payload, TOP_LEVEL_KEYS, _TOP_LEVEL_FIELDS, "todo input: ")
     merge = fields.get("merge", False)
     if not isinstance(merge, bool):
         raise PlanShapeError(f"'merge' must be true or false, got {type(merge).__name__}")
@@ -516,7 +524,7 @@ def _parse_batch(payload: object) -> _Batch:
                 f"Item {index + 1} is not an object (got {type(raw).__name__}); "
                 'each item is {"id", "text", "status"}'
             )
-        item = _canonical(raw, ITEM_KEYS, f"Item {index + 1}: ")
+        item = _canonical(raw, ITEM_KEYS, _ITEM_FIELDS, f"Item {index + 1}: ")
         entries.append(_parse_entry(item, index, merge=merge))
     return _Batch(tuple(entries), merge, explanation)
 
