@@ -592,7 +592,12 @@ def _parse_blockers(value: object, item_id: str) -> tuple[str, ...] | None:
 
 
 def _dependency_order(blockers: Mapping[str, Sequence[str]]) -> dict[str, int]:
-    """Check the graph (every id known, no cycle); rank items so blockers come first."""
+    """Check the graph (every id known, no cycle); give each item its depth.
+
+    An item's depth is the length of its longest chain of blockers: 0 without any, so sorting a
+    batch by depth keeps the order of a board without dependencies exactly as it was, and puts
+    every blocker before the items waiting for it.
+    """
     for item_id, waits in blockers.items():
         for blocker in waits:
             if blocker not in blockers:
@@ -601,10 +606,10 @@ def _dependency_order(blockers: Mapping[str, Sequence[str]]) -> dict[str, int]:
                     "in the plan; name an item the plan keeps, or drop it",
                     item_id,
                 )
-    rank: dict[str, int] = {}
+    depth: dict[str, int] = {}
     visiting: set[str] = set()
     for root in blockers:
-        if root in rank:
+        if root in depth:
             continue
         # Iterative depth-first search: a chain of a thousand items must not hit the recursion
         # limit. ``path`` is the chain being explored, so a back edge names the whole ring.
@@ -617,7 +622,7 @@ def _dependency_order(blockers: Mapping[str, Sequence[str]]) -> dict[str, int]:
                 stack.pop()
                 done = path.pop()
                 visiting.discard(done)
-                rank[done] = len(rank)
+                depth[done] = 1 + max((depth[b] for b in blockers[done]), default=-1)
             elif child in visiting:
                 ring = [*path[path.index(child) :], child]
                 raise DependencyCycleError(
@@ -625,11 +630,11 @@ def _dependency_order(blockers: Mapping[str, Sequence[str]]) -> dict[str, int]:
                     "next, so none can start; drop one of these blocked_by entries",
                     ring[0],
                 )
-            elif child not in rank:
+            elif child not in depth:
                 visiting.add(child)
                 path.append(child)
                 stack.append(iter(blockers[child]))
-    return rank
+    return depth
 
 
 # --- the board ------------------------------------------------------------------------------
@@ -800,7 +805,7 @@ class PlanBoard:
                 f"Max {self.limit} todos allowed (got {len(order)}); "
                 f"merge or drop items so at most {self.limit} remain"
             )
-        rank = _dependency_order(self._final_blockers(entries, order))
+        depth = _dependency_order(self._final_blockers(entries, order))
         new_models: dict[str, _ItemModel] = {}
         moves: list[_Move] = []
         for entry in entries:
@@ -835,7 +840,7 @@ class PlanBoard:
             for e in entries
             if e.blocked_by is not None and e.id in self._models
         }
-        self._fire(moves, new_models, rewired, rank)
+        self._fire(moves, new_models, rewired, depth)
         # Everything below is plain bookkeeping that cannot fail.
         for entry in entries:
             model = self._models.get(entry.id) or new_models[entry.id]
@@ -898,7 +903,7 @@ class PlanBoard:
         moves: list[_Move],
         new_models: Mapping[str, _ItemModel],
         rewired: Mapping[_ItemModel, tuple[str, ...]],
-        rank: Mapping[str, int],
+        depth: Mapping[str, int],
     ) -> None:
         """Fire every planned edge in phase order; on a refusal roll back and raise.
 
@@ -915,7 +920,7 @@ class PlanBoard:
         self._staged = new_models
         self._passing = {id(m.model) for m in moves if m.passes_through}
         try:
-            for move in sorted(moves, key=lambda m: (m.phase, rank.get(m.model.id, 0))):
+            for move in sorted(moves, key=lambda m: (m.phase, depth.get(m.model.id, 0))):
                 for trigger in move.triggers:
                     if not getattr(move.model, trigger)():
                         raise self._start_refused(move)

@@ -979,6 +979,15 @@ def test_lenient_walks_a_chain_of_dependents_in_dependency_order(lenient: Rig) -
     assert [e[0] for e in lenient.recorder.edges] == ["1", "1", "2", "2", "3", "3"]
 
 
+@pytest.mark.parametrize("policy", list(EdgePolicy), ids=str)
+def test_without_dependencies_edges_fire_in_batch_order_as_before(policy: EdgePolicy) -> None:
+    rig = make_rig(policy)
+    rig.board.apply(rewrite(todo("1"), todo("2"), todo("3")))
+    rig.recorder.records.clear()
+    rig.board.apply(merge(todo("3", "cancelled"), todo("1", "cancelled")))
+    assert [edge[0] for edge in rig.recorder.edges] == ["3", "1"]
+
+
 def test_a_cancelled_blocker_still_blocks_until_the_dependency_is_dropped(rig: Rig) -> None:
     rig.board.apply(rewrite(todo("1", "pending"), todo("2", "pending", blocked_by=["1"])))
     rig.board.apply(merge(todo("1", "cancelled")))
