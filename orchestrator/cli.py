@@ -157,7 +157,10 @@ def run(task: str, replay_model: Path | None, **kwargs: Any) -> int:
 @_shared_options(trace=False)
 def resume(trace: Path, **kwargs: Any) -> int:
     """Continue an interrupted or failed run from TRACE, appending to the same trace."""
-    rebuilt = rebuild(_read_trace(trace))
+    try:
+        rebuilt = rebuild(_read_trace(trace))
+    except TraceError as error:
+        raise InputError(str(error)) from None
     if rebuilt.status == "done":
         raise InputError(f"{trace}: that run finished (done); there is nothing to resume")
     if rebuilt.settings.workdir and kwargs["workdir"] == Path("."):

@@ -274,6 +274,10 @@ class IllegalEdgeError(PlanError):
     """A status change that the item machine has no edge (or, strictly, no single edge) for."""
 
 
+class PlanConfigError(ValueError):
+    """A recorded plan config (``run.started``'s ``plan``) that no board can be built from."""
+
+
 class UnknownKeyError(PlanShapeError):
     """A key the tool does not take, or one field spelled two ways in one object."""
 
@@ -694,12 +698,19 @@ class PlanBoard:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PlanBoard:
-        """A fresh board as :attr:`config` describes it (as ``run.started`` records it)."""
-        return cls(
-            limit=int(config.get("limit", DEFAULT_ITEM_LIMIT)),
-            policy=EdgePolicy(config.get("policy", EdgePolicy.STRICT)),
-            initial=items_from_dicts(config.get("initial_items") or ()),
-        )
+        """A fresh board as :attr:`config` describes it (as ``run.started`` records it).
+
+        Raises :class:`PlanConfigError` (one line) when the recorded config cannot be a board.
+        """
+        try:
+            return cls(
+                limit=int(config.get("limit", DEFAULT_ITEM_LIMIT)),
+                policy=EdgePolicy(config.get("policy", EdgePolicy.STRICT)),
+                initial=items_from_dicts(config.get("initial_items") or ()),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, PlanError) as error:
+            problem = f"missing {error}" if isinstance(error, KeyError) else str(error)
+            raise PlanConfigError(f"the recorded plan config is not a board: {problem}") from None
 
     # -- reading ----------------------------------------------------------------------------
 

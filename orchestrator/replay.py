@@ -19,7 +19,7 @@ import attrs
 from orchestrator.conversation import INTERRUPTED_RESULT, Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState, reminder_text
-from orchestrator.plan import ITEM_TRANSITIONS, PlanBoard, TodoTool, table_edges
+from orchestrator.plan import ITEM_TRANSITIONS, PlanBoard, PlanConfigError, TodoTool, table_edges
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
 from orchestrator.tools import ToolRegistry
 from orchestrator.trace import TRACE_FORMAT
@@ -229,7 +229,7 @@ class Replay:
     def _on_run_started(self, line: TraceLine) -> Divergence | None:
         event = line.event
         if self._board is None:
-            self._board = PlanBoard.from_config(event.get("plan") or {})
+            self._board = _board_from(event, self.trace, line.number)
             self._board.subscribe(self._collector.plan_record)
             # Through a registry, as in a run: a call it refuses never reaches the board.
             self._todo = ToolRegistry([TodoTool(self._board)])
@@ -455,7 +455,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         name = line.name
         if name == "run.started":
             if board is None:
-                board = PlanBoard.from_config(event.get("plan") or {})
+                board = _board_from(event, trace, line.number)
             settings = LoopSettings(**event["settings"])
             stale, changed = int(event.get("rounds_since_update", 0)), False
             if "task" in event and event["task"] is not None:
@@ -505,6 +505,13 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         task=task,
         rounds_since_update=stale,
     )
+
+
+def _board_from(event: Mapping[str, Any], trace: TraceFile, number: int) -> PlanBoard:
+    try:
+        return PlanBoard.from_config(event.get("plan") or {})
+    except PlanConfigError as error:
+        raise TraceError(f"{trace.path}:{number}: {error}") from None
 
 
 def _dangling(conversation: Conversation) -> bool:

@@ -298,3 +298,26 @@ def test_a_corrupt_board_file_is_one_line_and_exit_code_2(
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "board file version 9 was written by another version" in err
     assert json.loads(board.read_text(encoding="utf-8"))["version"] == 9
+
+
+@pytest.mark.parametrize("command", ["replay", "resume"])
+def test_a_trace_with_a_broken_recorded_board_is_one_line_and_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    started = {
+        "event": "run.started",
+        "seq": 1,
+        "run_id": "r",
+        "ts": "2026-01-01T00:00:00Z",
+        "trace_format": 1,
+        "task": "x",
+        "settings": {"model": "m", "system": "s"},
+        "plan": {"limit": 20, "policy": "strict", "initial_items": [{"id": "1"}]},
+    }
+    trace = _write(tmp_path / "trace.jsonl", json.dumps(started) + "\n")
+    capsys.readouterr()
+    code = _orchestrator(command, trace, *(["--check"] if command == "replay" else []))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "the recorded plan config is not a board: missing 'text'" in err
