@@ -520,7 +520,8 @@ def _parse_batch(payload: object) -> _Batch:
     raw_items = fields.get("items")
     if not isinstance(raw_items, list):
         got = "nothing" if raw_items is None else type(raw_items).__name__
-        raise PlanShapeError(f"'items' must be a list of todo objects, got {got}; send {_EXAMPLE}")
+        key = "todos" if "todos" in payload else "items"  # the spelling the model used
+        raise PlanShapeError(f"'{key}' must be a list of todo objects, got {got}; send {_EXAMPLE}")
     entries: list[_Entry] = []
     for index, raw in enumerate(raw_items):
         if not isinstance(raw, Mapping):

@@ -1127,6 +1127,7 @@ def test_explanation_is_recorded_on_the_update(rig: Rig) -> None:
 
 # --- one row per refusal text ------------------------------------------------------------------
 
+EXAMPLE = '{"items": [{"id": "1", "text": "Read hello.py", "status": "in_progress"}]}'
 ACCEPTED_ITEM_KEYS = (
     "id, text (or content, description), status, active_form (or activeForm), priority, "
     "blocked_by (or blockedBy)"
@@ -1163,6 +1164,13 @@ ACCEPTED_ITEM_KEYS = (
             None,
             "Item 1: 'text' and 'content' are the same field; send only 'text'",
             id="both-item-spellings",
+        ),
+        pytest.param(
+            {"todos": "all"},
+            PlanShapeError,
+            None,
+            "'todos' must be a list of todo objects, got str; send " + EXAMPLE,
+            id="todos-not-a-list",
         ),
         pytest.param(
             {"items": [], "explanation": 3},
