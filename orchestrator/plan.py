@@ -196,6 +196,8 @@ def _notes(item: PlanItem, status_of: Mapping[str, Status]) -> str:
 
 def item_annotations(item: PlanItem, status_of: Mapping[str, Status]) -> str:
     """`` (high priority) (blocked by #2)``: what an item's line shows beyond its text."""
+    if item.priority is None and not item.blocked_by:
+        return ""  # the seeds' line, and the common case
     notes = ""
     if item.priority is not None:
         notes += f" ({item.priority} priority)"
@@ -612,6 +614,8 @@ def _dependency_order(blockers: Mapping[str, Sequence[str]]) -> dict[str, int]:
                     item_id,
                 )
     depth: dict[str, int] = {}
+    if not any(blockers.values()):
+        return depth  # no edges: every item has depth 0, and there is nothing to search
     visiting: set[str] = set()
     for root in blockers:
         if root in depth:
