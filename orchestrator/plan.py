@@ -425,10 +425,11 @@ def _ids(ids: Iterable[str]) -> str:
 
 #: Every key the tool takes, and the field it means: ours, then the peers' spellings of it
 #: (Claude Code and Gemini CLI send ``todos``, ``content``/``description``, ``activeForm``,
-#: ``blockedBy``).
+#: ``blockedBy``; Codex sends ``plan`` with ``step`` items and an ``explanation``).
 TOP_LEVEL_KEYS: Mapping[str, str] = {
     "items": "items",
     "todos": "items",
+    "plan": "items",
     "merge": "merge",
     "explanation": "explanation",
 }
@@ -437,6 +438,7 @@ ITEM_KEYS: Mapping[str, str] = {
     "text": "text",
     "content": "text",
     "description": "text",
+    "step": "text",
     "status": "status",
     "active_form": "active_form",
     "activeForm": "active_form",
@@ -1034,8 +1036,9 @@ _TODO_DESCRIPTION = (
     "a full rewrite are cancelled and removed. An item may wait for others: "
     '"blocked_by": ["2", "3"] (it cannot start until they are completed; a cancelled blocker '
     'still blocks, so drop it from the list; [] clears). Optional "priority": high, medium, '
-    'low; optional top-level "explanation" says why the plan changed. Also accepted: todos, '
-    "content, description, activeForm, blockedBy. Any other key is refused."
+    'low; optional top-level "explanation" says why the plan changed. Also accepted: todos or '
+    "plan for items; content, description or step for text; activeForm; blockedBy. Any other "
+    "key is refused."
 )
 
 

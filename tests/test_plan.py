@@ -1098,6 +1098,11 @@ def test_a_long_chain_is_checked_without_recursion() -> None:
             id="priority",
         ),
         pytest.param(
+            {"plan": [{"step": "Read", "status": "pending"}], "explanation": "First"},
+            PlanItem("1", "Read", PENDING),
+            id="codex-update-plan",
+        ),
+        pytest.param(
             {"todos": [{"content": "Read", "status": "pending", "activeForm": "Reading"}]},
             PlanItem("1", "Read", PENDING, "Reading"),
             id="claude-code-todowrite",
@@ -1129,7 +1134,7 @@ def test_explanation_is_recorded_on_the_update(rig: Rig) -> None:
 
 EXAMPLE = '{"items": [{"id": "1", "text": "Read hello.py", "status": "in_progress"}]}'
 ACCEPTED_ITEM_KEYS = (
-    "id, text (or content, description), status, active_form (or activeForm), priority, "
+    "id, text (or content, description, step), status, active_form (or activeForm), priority, "
     "blocked_by (or blockedBy)"
 )
 
@@ -1141,7 +1146,8 @@ ACCEPTED_ITEM_KEYS = (
             {"items": [], "notes": "x"},
             UnknownKeyError,
             None,
-            "todo input: unknown key 'notes'; accepted keys: items (or todos), merge, explanation",
+            "todo input: unknown key 'notes'; accepted keys: items (or todos, plan), merge, "
+            "explanation",
             id="unknown-top-key",
         ),
         pytest.param(
