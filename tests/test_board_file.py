@@ -321,3 +321,37 @@ def test_a_trace_with_a_broken_recorded_board_is_one_line_and_exit_code_2(
     assert code == 2
     assert err.count("\n") == 1
     assert "the recorded plan config is not a board: missing 'text'" in err
+
+
+def test_resume_with_a_board_file_keeps_the_file_in_step_with_the_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    board = tmp_path / "resumed.json"
+    failing = [
+        {"tool_calls": [{"name": "todo", "input": PLAN}]},
+        {"fault": "status", "status": 529},
+    ]
+    finishing = [
+        {
+            "tool_calls": [
+                {
+                    "name": "todo",
+                    "input": {"merge": True, "items": [{"id": "1", "status": "completed"}]},
+                }
+            ]
+        },
+        {"text": "Done reading."},
+    ]
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
+    for name, turns, args, expected in (
+        ("first", failing, ["run", "Read it", "--trace", trace], 1),
+        ("second", finishing, ["resume", trace, "--board", board], 0),
+    ):
+        script = parse_script({"name": name, "turns": turns}, source=f"{name}.json")
+        with MessagesServer(script) as server:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+            code = _orchestrator(*args, "--workdir", tmp_path, "--max-retries", "0", "--quiet")
+        assert code == expected
+    assert [item.status for item in load_items(board)] == [Status.COMPLETED, Status.PENDING]
+    assert Replay(read_trace(trace)).check() is None
