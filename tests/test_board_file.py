@@ -344,10 +344,11 @@ def test_resume_with_a_board_file_keeps_the_file_in_step_with_the_trace(
         {"text": "Done reading."},
     ]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-key-000000")
-    for name, turns, args, expected in (
+    runs: list[tuple[str, list[dict[str, Any]], list[str | Path], int]] = [
         ("first", failing, ["run", "Read it", "--trace", trace], 1),
         ("second", finishing, ["resume", trace, "--board", board], 0),
-    ):
+    ]
+    for name, turns, args, expected in runs:
         script = parse_script({"name": name, "turns": turns}, source=f"{name}.json")
         with MessagesServer(script) as server:
             monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
