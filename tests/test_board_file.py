@@ -328,11 +328,11 @@ def test_resume_with_a_board_file_keeps_the_file_in_step_with_the_trace(
 ) -> None:
     trace = tmp_path / "trace.jsonl"
     board = tmp_path / "resumed.json"
-    failing = [
+    failing: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "todo", "input": PLAN}]},
         {"fault": "status", "status": 529},
     ]
-    finishing = [
+    finishing: list[dict[str, Any]] = [
         {
             "tool_calls": [
                 {
