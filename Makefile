@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo statecharts bench clean
+.PHONY: install test lint demo eval-demo statecharts bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,15 @@ test: lint
 
 demo: install
 	$(VENV)/bin/orchestrator demo
+
+# Offline and SCRIPTED: the eval pipeline end to end, proving nothing about real models.
+EVAL_DEMO := .orchestrator/eval-demo
+eval-demo: install
+	rm -rf $(EVAL_DEMO)
+	$(VENV)/bin/orchestrator eval --scripted --scripted-model forgetful \
+		--arms board,no-board,reminder=10 --repeat 10 --jobs 2 --out $(EVAL_DEMO)/forgetful
+	$(VENV)/bin/orchestrator eval --scripted --scripted-model diligent \
+		--arms board,no-board --repeat 3 --jobs 2 --out $(EVAL_DEMO)/diligent
 
 statecharts: install
 	$(VENV)/bin/orchestrator diagram --write-statecharts statecharts

@@ -24,6 +24,7 @@ from orchestrator.board_file import BoardFileError, keep_file, open_board
 from orchestrator.config import Config, ConfigError, load_config
 from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.conversation import Conversation
+from orchestrator.eval.command import eval_group
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
 from orchestrator.protocols import Approver, Model
@@ -360,6 +361,9 @@ def diagram(
     else:
         click.echo(text, nl=not text.endswith("\n"))
     return 0
+
+
+cli.add_command(eval_group)
 
 
 @cli.command(name="config")

@@ -118,6 +118,8 @@ class LoopSettings:
     reminder_threshold: int = 3
     trace_requests: bool = False
     workdir: str = ""
+    # False for a run without a board (``orchestrator eval``'s no-board arm): never remind.
+    reminders: bool = True
 
     def __attrs_post_init__(self) -> None:
         for field in ("max_tokens", "max_rounds", "reminder_threshold"):
@@ -164,7 +166,9 @@ class RunState:
 
     def plan_is_stale(self, event: EventData) -> bool:
         threshold = self.settings.reminder_threshold
-        return not self.plan.is_empty and self.rounds_since_update >= threshold
+        if not self.settings.reminders or self.plan.is_empty:
+            return False
+        return self.rounds_since_update >= threshold
 
     # Callbacks: the side effects.
     def on_enter_call_model(self, event: EventData) -> None:

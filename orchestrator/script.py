@@ -215,7 +215,7 @@ def parse_script(data: object, *, source: str) -> Script:
     """Check ``data`` (a decoded JSON value) and build a :class:`Script` from it."""
     if not isinstance(data, Mapping):
         raise ScriptError(f"{source}: a script must be a JSON object, got {_json_type(data)}")
-    _reject_unknown(data, _TOP_KEYS, f"{source}: ")
+    reject_unknown_keys(data, _TOP_KEYS, f"{source}: ")
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ScriptError(f"{source}: name must be a non-empty string")
@@ -243,7 +243,7 @@ def parse_script(data: object, *, source: str) -> Script:
 
 def check_expectations(turn: ScriptedTurn, request: Mapping[str, Any]) -> list[str]:
     """Compare ``turn``'s expectations with the request it answers; one string per mismatch."""
-    results, trailing_texts, leading_texts = _last_user_message_parts(request)
+    results, trailing_texts, leading_texts = last_user_message_parts(request)
     mismatches: list[str] = []
     if turn.expect is not None:
         if len(results) != len(turn.expect):
@@ -375,7 +375,7 @@ def _parse_fault(raw: Mapping[str, Any], prefix: str) -> Fault:
 def _parse_turn(
     raw: Mapping[str, Any], number: int, prefix: str, seen_ids: dict[str, int]
 ) -> ScriptedTurn:
-    _reject_unknown(raw, _COMPACT_KEYS | _TURN_KEYS, prefix)
+    reject_unknown_keys(raw, _COMPACT_KEYS | _TURN_KEYS, prefix)
     if "content" in raw:
         mixed = sorted(_COMPACT_KEYS & raw.keys())
         if mixed:
@@ -433,7 +433,7 @@ def _parse_compact(raw: Mapping[str, Any], number: int, prefix: str) -> tuple[JS
         field = f"tool_calls[{index}]"
         if not isinstance(call, Mapping):
             raise ScriptError(f"{prefix}{field} must be an object with name and input")
-        _reject_unknown(call, _TOOL_CALL_KEYS, f"{prefix}{field}: ")
+        reject_unknown_keys(call, _TOOL_CALL_KEYS, f"{prefix}{field}: ")
         name = call.get("name")
         if not isinstance(name, str) or not name:
             raise ScriptError(f"{prefix}{field}.name must be a string")
@@ -493,7 +493,7 @@ def _parse_expect(raw: object, prefix: str) -> tuple[Expectation, ...]:
         field = f"expect[{index}]"
         if not isinstance(item, Mapping):
             raise ScriptError(f"{prefix}{field} must be a JSON object")
-        _reject_unknown(item, _EXPECT_KEYS, f"{prefix}{field}: ")
+        reject_unknown_keys(item, _EXPECT_KEYS, f"{prefix}{field}: ")
         is_error = item.get("is_error")
         if is_error is not None and not isinstance(is_error, bool):
             raise ScriptError(f"{prefix}{field}.is_error must be true or false")
@@ -509,15 +509,19 @@ def _parse_expect(raw: object, prefix: str) -> tuple[Expectation, ...]:
     return tuple(expectations)
 
 
-def _reject_unknown(raw: Mapping[str, Any], allowed: frozenset[str], prefix: str) -> None:
+def reject_unknown_keys(
+    raw: Mapping[str, Any],
+    allowed: frozenset[str],
+    prefix: str,
+    error: type[ValueError] = ScriptError,
+) -> None:
+    """Raise ``error`` naming the first key of ``raw`` that is not in ``allowed``."""
     for key in raw:
         if key not in allowed:
-            raise ScriptError(
-                f"{prefix}{key} is not a known field (known: {', '.join(sorted(allowed))})"
-            )
+            raise error(f"{prefix}{key} is not a known field (known: {', '.join(sorted(allowed))})")
 
 
-def _last_user_message_parts(
+def last_user_message_parts(
     request: Mapping[str, Any],
 ) -> tuple[list[JSONObject], list[str], list[str]]:
     """Split the request's last user message into tool results and the texts after and before.

@@ -1,0 +1,360 @@
+"""One eval run: a fresh workdir, the real loop and tools under one arm, its own trace, the check.
+
+:func:`execute_run` is a plain function of a frozen :class:`RunSpec` that returns the run's
+result row, so any ``concurrent.futures`` executor can run it (threads here; a process pool or a
+cluster's executor elsewhere). Every run is bounded: rounds by the loop's own limit, spending by
+``max_cost`` and time by ``run_timeout``, both checked before each model call, so a runaway run
+ends ``failed`` with a reason rather than hanging. A run that could not be judged (the API kept
+failing, or the eval was interrupted) raises :class:`RunAborted` and is not recorded, so resuming
+the eval runs it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from orchestrator.eval.arms import Arm, system_for
+from orchestrator.eval.scripted import SCRIPTED_MODELS, scripted_model
+from orchestrator.eval.suite import Task
+from orchestrator.guard import canonical_call
+from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings
+from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
+from orchestrator.protocols import JSONObject, Model, ModelError, ModelTurn
+from orchestrator.tools import ToolRegistry, Workdir, scrub_environment, standard_tools
+from orchestrator.trace import open_trace, secrets_from_environment
+
+#: Kept of a check's output in the result row: enough to see why it failed.
+CHECK_OUTPUT_LIMIT = 2000
+
+
+class RunAborted(Exception):
+    """The run could not be judged (API failure, interrupted eval); it is not recorded."""
+
+
+@attrs.frozen
+class Pricing:
+    """US dollars per million tokens; the defaults are Sonnet-class list prices."""
+
+    input: float = 3.0
+    output: float = 15.0
+    cache_read: float = 0.30
+    cache_write: float = 3.75
+
+    def cost(self, tokens: Mapping[str, int]) -> float:
+        return (
+            tokens.get("input_tokens", 0) * self.input
+            + tokens.get("output_tokens", 0) * self.output
+            + tokens.get("cache_read_input_tokens", 0) * self.cache_read
+            + tokens.get("cache_creation_input_tokens", 0) * self.cache_write
+        ) / 1_000_000
+
+
+@attrs.frozen
+class ModelChoice:
+    """Which model answers: ``api`` (the SDK) or a scripted one (``forgetful``, ``diligent``)."""
+
+    kind: str = attrs.field()
+    name: str
+    base_url: str | None = None
+    api_key: str | None = attrs.field(default=None, repr=False)
+    max_retries: int = 4
+    timeout: float = 600.0
+
+    @kind.validator
+    def _known_kind(self, _attribute: attrs.Attribute[str], value: str) -> None:
+        if value not in ("api", *SCRIPTED_MODELS):
+            known = ", ".join(("api", *SCRIPTED_MODELS))
+            raise ValueError(f"kind must be one of {known}, got {value!r}")
+
+    @property
+    def scripted(self) -> bool:
+        return self.kind != "api"
+
+
+@attrs.frozen
+class Limits:
+    """The bounds of one run; ``max_rounds`` of None means the task's own."""
+
+    max_rounds: int | None = None
+    max_cost: float = 2.0
+    run_timeout: float = 1800.0
+    max_tokens: int = 8192
+    pricing: Pricing = Pricing()
+
+
+@attrs.frozen
+class Harness:
+    """The settings every arm shares (an arm overrides reminder threshold and policy)."""
+
+    reminder_threshold: int = 3
+    plan_policy: str = "strict"
+    plan_limit: int = 20
+    sandbox: str = "workdir"
+    deny_bash: bool = False
+
+
+@attrs.frozen
+class RunSpec:
+    """Everything one run needs, as a value that can travel to another worker."""
+
+    task: Task
+    arm: Arm
+    repeat: int
+    model: ModelChoice
+    trace: str
+    limits: Limits = Limits()
+    harness: Harness = Harness()
+    keep_workdir: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.task.name, self.arm.name, self.repeat)
+
+    @property
+    def seed(self) -> int:
+        """The same for every arm of a (task, repeat), so scripted arms share their luck."""
+        digest = hashlib.sha256(f"{self.task.name}:{self.repeat}".encode()).digest()
+        return int.from_bytes(digest[:8], "big")
+
+
+class TraceTally:
+    """Counts what the report needs from a run's trace events, as they are written."""
+
+    def __init__(self) -> None:
+        self.tokens = {
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+        }
+        self.repeated_calls = 0
+        self.rejected_updates = 0
+        self.reminders = 0
+        self.blocked_calls = 0
+        self._previous_call: str | None = None
+
+    def __call__(self, event: Mapping[str, Any]) -> None:
+        name = event.get("event")
+        if name == "model.response":
+            usage = event.get("usage") or {}
+            for key in self.tokens:
+                value = usage.get(key, 0)
+                self.tokens[key] += value if isinstance(value, int) else 0
+        elif name == "tool.call":
+            call = canonical_call(str(event.get("name")), event.get("input"))
+            self.repeated_calls += call == self._previous_call
+            self._previous_call = call
+        elif name == "plan.rejected":
+            self.rejected_updates += 1
+        elif name == "audit.reminder":
+            self.reminders += 1
+        elif name == "guard.blocked":
+            self.blocked_calls += 1
+
+    def fields(self) -> JSONObject:
+        return {
+            "input_tokens": self.tokens["input_tokens"],
+            "output_tokens": self.tokens["output_tokens"],
+            "cache_read_tokens": self.tokens["cache_read_input_tokens"],
+            "cache_write_tokens": self.tokens["cache_creation_input_tokens"],
+            "repeated_calls": self.repeated_calls,
+            "rejected_updates": self.rejected_updates,
+            "reminders": self.reminders,
+            "blocked_calls": self.blocked_calls,
+        }
+
+
+class BoundedModel:
+    """Wraps a model with the run's budget: each call first checks cost, time and a stop flag."""
+
+    def __init__(
+        self,
+        inner: Model,
+        limits: Limits,
+        *,
+        stop: threading.Event | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._inner, self._limits, self._stop, self._clock = inner, limits, stop, clock
+        self._deadline = clock() + limits.run_timeout
+        self._usage: dict[str, int] = {}
+        self.aborted: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    @property
+    def cost(self) -> float:
+        return self._limits.pricing.cost(self._usage)
+
+    def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
+        if self._stop is not None and self._stop.is_set():
+            self.aborted = "the eval was interrupted"
+            raise ModelError(self.aborted)
+        if self.cost >= self._limits.max_cost:
+            raise ModelError(
+                f"the run spent ${self.cost:.4f}, reaching --max-cost ${self._limits.max_cost:g}"
+            )
+        if self._clock() >= self._deadline:
+            raise ModelError(
+                f"the run took longer than --run-timeout {self._limits.run_timeout:g}s"
+            )
+        try:
+            turn = self._inner.respond(request, on_text)
+        except ModelError as error:
+            self.aborted = f"the model failed: {error}"
+            raise
+        for key, value in turn.usage.items():
+            self._usage[key] = self._usage.get(key, 0) + int(value)
+        return turn
+
+
+def execute_run(spec: RunSpec, stop: threading.Event | None = None) -> JSONObject:
+    """Run ``spec`` in a fresh temporary workdir and return its result row."""
+    task, arm = spec.task, spec.arm
+    workdir = Path(tempfile.mkdtemp(prefix=f"orchestrator-eval-{task.name}-"))
+    try:
+        _write_files(workdir, {**task.files, **task.check_files})
+        started = time.monotonic()
+        model = BoundedModel(_model_for(spec), spec.limits, stop=stop)
+        tally = TraceTally()
+        board = PlanBoard(
+            limit=spec.harness.plan_limit,
+            policy=EdgePolicy(arm.plan_policy or spec.harness.plan_policy),
+        )
+        with open_trace(
+            Path(spec.trace), secrets=secrets_from_environment(), sinks=[tally]
+        ) as trace:
+            loop = Loop(
+                model=model,
+                tools=_registry(spec, workdir, board),
+                plan=board,
+                log=trace.log,
+                settings=_settings(spec, workdir),
+            )
+            outcome = loop.run(task.prompt)
+        if model.aborted is not None:
+            raise RunAborted(f"{'/'.join(map(str, spec.key))}: {model.aborted}")
+        _write_files(workdir, task.check_files)
+        check_exit, check_output = run_check(task.check, workdir, task.check_timeout)
+        return {
+            "task": task.name,
+            "arm": arm.name,
+            "repeat": spec.repeat,
+            "model": spec.model.name,
+            "scripted": spec.model.scripted,
+            "seed": spec.seed,
+            "task_digest": task.digest,
+            "status": outcome.status,
+            "reason": outcome.reason,
+            "success": outcome.status == "done" and check_exit == 0,
+            "check_exit": check_exit,
+            "check_output": check_output,
+            "rounds": outcome.rounds,
+            "duration_s": round(time.monotonic() - started, 3),
+            **tally.fields(),
+            "cost_usd": round(model.cost, 6),
+            "trace": spec.trace,
+            "workdir": str(workdir) if spec.keep_workdir else None,
+            "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+    finally:
+        if not spec.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def run_check(command: str, workdir: Path, timeout: float) -> tuple[int, str]:
+    """Run a task's check command; its exit code (124 on timeout) and the tail of its output.
+
+    ``python`` on its path is the interpreter orchestrator runs on, so a suite's checks work on
+    a machine whose only Python is the one orchestrator was installed into.
+    """
+    env = scrub_environment(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    process = subprocess.Popen(
+        ["bash", "-c", command],
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=env,
+    )
+    try:
+        output, _ = process.communicate(timeout=timeout)
+        code = process.returncode
+    except subprocess.TimeoutExpired:
+        _kill_group(process.pid)
+        output, _ = process.communicate()
+        output += f"\n[check timed out after {timeout:g}s]".encode()
+        code = 124
+    finally:
+        _kill_group(process.pid)  # whatever the check left running in the background
+    text = output.decode("utf-8", "replace")
+    return code, text[-CHECK_OUTPUT_LIMIT:]
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _write_files(workdir: Path, files: Mapping[str, str]) -> None:
+    for relative, content in files.items():
+        target = workdir / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+
+
+def _model_for(spec: RunSpec) -> Model:
+    choice = spec.model
+    if choice.scripted:
+        return scripted_model(choice.kind, spec.task, spec.seed)
+    from orchestrator.anthropic_model import AnthropicModel
+
+    return AnthropicModel(
+        api_key=choice.api_key,
+        base_url=choice.base_url,
+        max_retries=choice.max_retries,
+        timeout=min(choice.timeout, spec.limits.run_timeout),
+    )
+
+
+def _registry(spec: RunSpec, workdir: Path, board: PlanBoard) -> ToolRegistry:
+    harness = spec.harness
+    root = Workdir(workdir, confined=harness.sandbox == "workdir")
+    tools = standard_tools(root, bash=not harness.deny_bash)
+    if spec.arm.board:
+        tools.append(TodoTool(board))
+    # No approver: an eval runs unattended, as ``run --yes`` does, in a throwaway workdir.
+    return ToolRegistry(tools)
+
+
+def _settings(spec: RunSpec, workdir: Path) -> LoopSettings:
+    arm = spec.arm
+    return LoopSettings(
+        model=spec.model.name,
+        system=system_for(arm, DEFAULT_SYSTEM.format(workdir=workdir)),
+        max_tokens=spec.limits.max_tokens,
+        max_rounds=spec.limits.max_rounds or spec.task.max_rounds,
+        reminder_threshold=arm.reminder_threshold or spec.harness.reminder_threshold,
+        workdir=str(workdir),
+        reminders=arm.board,
+    )

@@ -1,0 +1,176 @@
+"""One eval run through the real SDK against the loopback Messages API, and its bounds.
+
+The no-board arm is checked on the request bodies the server received: no ``todo`` tool, no
+reminder, no word of a todo tool in the system prompt; the board arm, given the same script,
+sends all three, so the check can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.eval.arms import parse_arm
+from orchestrator.eval.runner import (
+    BoundedModel,
+    Limits,
+    ModelChoice,
+    RunAborted,
+    RunSpec,
+    TraceTally,
+    execute_run,
+)
+from orchestrator.eval.suite import Task
+from orchestrator.protocols import ModelError
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer
+
+TASK = Task(
+    name="notes",
+    prompt="Write notes.txt, then check it.",
+    check="test -f notes.txt",
+    files={"seed.txt": "seed\n"},
+    max_rounds=20,
+)
+PLAN = {"items": [{"id": "1", "text": "Write notes", "status": "in_progress"}]}
+
+
+def _turns_with_a_stale_plan() -> list[dict[str, Any]]:
+    return [
+        {"text": "Plan first.", "tool_calls": [{"name": "todo", "input": PLAN}]},
+        {"tool_calls": [{"name": "write_file", "input": {"path": "notes.txt", "content": "n"}}]},
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo one"}}]},
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo two"}}]},
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo three"}}]},
+        {"text": "Done."},
+    ]
+
+
+def _run_through_server(
+    tmp_path: Path, arm: str, turns: list[dict[str, Any]], limits: Limits | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    script = parse_script({"name": "eval-runner", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        choice = ModelChoice(
+            "api", "claude-test", base_url=server.base_url, api_key="test-key", max_retries=0
+        )
+        spec = RunSpec(
+            TASK, parse_arm(arm), 0, choice, str(tmp_path / f"{arm}.jsonl"), limits or Limits()
+        )
+        row = execute_run(spec)
+        assert server.violations == []
+        return row, server.requests
+
+
+def _texts(body: dict[str, Any]) -> str:
+    return json.dumps(body["messages"]) + json.dumps(body.get("system", ""))
+
+
+def test_the_no_board_arm_sends_no_todo_tool_and_no_reminder(tmp_path: Path) -> None:
+    row, requests = _run_through_server(tmp_path, "no-board", _turns_with_a_stale_plan())
+    assert len(requests) == 6
+    for body in requests:
+        assert "todo" not in [tool["name"] for tool in body["tools"]]
+        assert {tool["name"] for tool in body["tools"]} == {
+            "bash",
+            "read_file",
+            "write_file",
+            "edit_file",
+        }
+        assert "<reminder>" not in _texts(body)
+        assert "todo" not in json.dumps(body.get("system", "")).lower()
+    # The model's todo call met an unknown tool, and the plan stayed empty.
+    first_result = requests[1]["messages"][-1]["content"][0]
+    assert first_result["is_error"] is True
+    assert "unknown tool 'todo'" in str(first_result["content"])
+    assert (row["reminders"], row["status"], row["success"]) == (0, "done", True)
+    assert row["model"] == "claude-test" and row["scripted"] is False
+
+
+def test_the_board_arm_given_the_same_script_sends_both(tmp_path: Path) -> None:
+    row, requests = _run_through_server(tmp_path, "board", _turns_with_a_stale_plan())
+    assert all("todo" in [tool["name"] for tool in body["tools"]] for body in requests)
+    reminded = [i for i, body in enumerate(requests) if "<reminder>" in _texts(body)]
+    assert reminded == [4, 5]
+    assert "todo" in json.dumps(requests[0]["system"]).lower()
+    assert row["reminders"] == 2
+
+
+def test_row_counts_are_those_of_the_trace(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "todo", "input": PLAN}]},
+        {"tool_calls": [{"name": "todo", "input": {"items": [{"id": "1", "status": "nope"}]}}]},
+        {"tool_calls": [{"name": "bash", "input": {"command": "touch notes.txt"}}]},
+        {"tool_calls": [{"name": "bash", "input": {"command": "touch notes.txt"}}]},
+        {"text": "Done.", "usage": {"input_tokens": 7, "output_tokens": 3}},
+    ]
+    row, _requests = _run_through_server(tmp_path, "board", turns)
+    tally = TraceTally()
+    for line in Path(row["trace"]).read_text(encoding="utf-8").splitlines():
+        tally(json.loads(line))
+    assert {key: row[key] for key in tally.fields()} == tally.fields()
+    assert (row["rejected_updates"], row["repeated_calls"], row["blocked_calls"]) == (1, 1, 1)
+    assert row["rounds"] == 5 and row["success"] is True
+    assert row["cost_usd"] > 0
+
+
+def test_a_runaway_run_ends_failed_at_the_round_limit(tmp_path: Path) -> None:
+    turns = [
+        {"tool_calls": [{"name": "bash", "input": {"command": f"touch notes.txt; echo {i}"}}]}
+        for i in range(10)
+    ]
+    row, requests = _run_through_server(tmp_path, "board", turns, Limits(max_rounds=3))
+    assert len(requests) == 3
+    assert (row["status"], row["rounds"], row["success"]) == ("failed", 3, False)
+    assert row["check_exit"] == 0  # the check passed, but a runaway is not a success
+    assert "--max-rounds" in row["reason"]
+
+
+def test_a_run_over_its_cost_bound_ends_failed(tmp_path: Path) -> None:
+    turns = [
+        {
+            "tool_calls": [{"name": "bash", "input": {"command": f"echo {i}"}}],
+            "usage": {"output_tokens": 100_000},
+        }
+        for i in range(5)
+    ]
+    row, requests = _run_through_server(tmp_path, "board", turns, Limits(max_cost=1.0))
+    assert len(requests) == 1
+    assert (row["status"], row["success"]) == ("failed", False)
+    assert "--max-cost $1" in row["reason"]
+    assert row["cost_usd"] == pytest.approx(1.5, abs=0.01)  # plus the estimated cache tokens
+
+
+def test_an_api_failure_is_not_judged(tmp_path: Path) -> None:
+    with pytest.raises(RunAborted, match="the model failed: API error 401"):
+        _run_through_server(tmp_path, "board", [{"fault": "status", "status": 401}])
+
+
+class _Echo:
+    name = "echo"
+
+    def respond(self, request: Any, on_text: Any) -> Any:
+        raise AssertionError("a bounded model must not call on")
+
+
+def test_the_time_bound_and_the_stop_flag_end_a_run_before_the_next_call() -> None:
+    now = [0.0]
+    late = BoundedModel(_Echo(), Limits(run_timeout=10), clock=lambda: now[0])
+    now[0] = 10.0
+    with pytest.raises(ModelError, match="longer than --run-timeout 10s"):
+        late.respond({}, print)
+    stop = threading.Event()
+    stop.set()
+    stopped = BoundedModel(_Echo(), Limits(), stop=stop)
+    with pytest.raises(ModelError, match="interrupted"):
+        stopped.respond({}, print)
+    assert stopped.aborted == "the eval was interrupted"
+
+
+def test_an_unknown_model_kind_is_refused_naming_it() -> None:
+    with pytest.raises(ValueError, match="kind must be one of api, forgetful, diligent, got 'gpt'"):
+        ModelChoice("gpt", "x")
