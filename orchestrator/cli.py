@@ -300,7 +300,7 @@ def _stderr_if(to_stderr: bool) -> Callable[[str], None]:
 def replay(trace: Path, check: bool, as_json: bool) -> int:
     """Re-drive fresh plan and loop machines from TRACE and check it comes out the same."""
     parsed = _read_trace(trace)
-    replayer = Replay(parsed)
+    replayer = Replay(parsed, timeline=not check)
     try:
         divergence = replayer.check()
     except TraceError as error:

@@ -7,20 +7,25 @@ lines for pipes and ``NO_COLOR``; :class:`JsonView` streams the events themselve
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.control import strip_control_codes
 from rich.live import Live
 from rich.panel import Panel
 from rich.progress_bar import ProgressBar
+from rich.segment import Segment
 from rich.spinner import Spinner
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -212,8 +217,58 @@ _MARKERS = {
 }
 
 
+#: How often the live panel is redrawn when nothing else changes (its spinner's frame rate),
+#: and how often waiting lines are printed above it.
+REFRESH_PER_SECOND = 8
+#: Lines waiting for their batch beyond this many are printed at once: the live region would
+#: otherwise grow past the screen.
+_MOST_PENDING_LINES = 20
+
+
+class _RenderedLines:
+    """Lines rendered once, handed to rich as they are on every redraw until they go stale."""
+
+    def __init__(self, lines: list[list[Segment]]) -> None:
+        self._lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        newline = Segment.line()
+        for line in self._lines:
+            yield from line
+            yield newline
+
+
+@functools.lru_cache(maxsize=64)
+def _style(name: str) -> Style | None:
+    return Style.parse(name) if name else None
+
+
+class _StyledLines:
+    """Whole lines, each in one style, as segments: what ``Text`` would print, for less work.
+
+    The event lines never need wrapping (they are printed with ``soft_wrap``), so rich's text
+    layout is skipped; control codes are stripped and tabs expanded, as ``Text`` does.
+    """
+
+    def __init__(self, lines: list[tuple[str, str]]) -> None:
+        self.lines = lines
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        newline = Segment.line()
+        for text, style in self.lines:
+            yield Segment(strip_control_codes(text).expandtabs(8), _style(style))
+            yield newline
+
+
 class LiveView:
-    """A rich plan panel pinned to the bottom of the terminal; events scroll above it."""
+    """A rich plan panel pinned to the bottom of the terminal; events scroll above it.
+
+    Rich redraws the live region with every print, so lines are printed in batches at most
+    :data:`REFRESH_PER_SECOND` times a second (a line waiting for its batch is shown in the live
+    region meanwhile, above the panel). The panel is rendered anew only when the plan changes,
+    the terminal's width changes, or its spinner is due for its next frame, and redrawn from
+    those rendered lines otherwise.
+    """
 
     def __init__(self, console: Console) -> None:
         self._console = console
@@ -222,12 +277,17 @@ class LiveView:
         self._partial = ""
         self._spinner = Spinner("dots", style="cyan")
         self._live: Live | None = None
+        self._panel: _RenderedLines | None = None
+        self._panel_width = 0
+        self._panel_at = 0.0
+        self._pending: list[tuple[str, str]] = []  # (text, style) lines waiting for their batch
+        self._printed_at = 0.0
 
     def __enter__(self) -> LiveView:
         # A new Live per run: chat starts and stops the panel around every prompt.
         self._live = Live(
             console=self._console,
-            refresh_per_second=8,
+            refresh_per_second=REFRESH_PER_SECOND,
             get_renderable=self._renderable,
             transient=True,
         )
@@ -255,29 +315,56 @@ class LiveView:
 
     def on_text(self, text: str) -> None:
         *complete, self._partial = (self._partial + text).split("\n")
-        for line in complete:
-            self._console.print(Text(line), soft_wrap=True)
+        if complete:
+            self._pending.extend((line, "") for line in complete)
+            self._print_if_due()
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         if event.get("event") == "plan.updated":
             self._items = items_from_dicts(event["items"])
+            self._panel = None
         lines = self._lines.lines(event)
         if lines:
-            self._flush_partial()
-        for text, style in lines:
-            self._console.print(Text(text, style=style), soft_wrap=True)
+            if self._partial:  # the half line in flight goes before the event's lines
+                self._pending.append((self._partial, ""))
+                self._partial = ""
+            self._pending.extend(lines)
+            self._print_if_due()
+
+    def _print_if_due(self) -> None:
+        due = time.monotonic() - self._printed_at >= 1 / REFRESH_PER_SECOND
+        if due or len(self._pending) >= _MOST_PENDING_LINES:
+            self._print_pending()
+
+    def _print_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        if pending:
+            self._console.print(_StyledLines(pending), soft_wrap=True, end="")
+        self._printed_at = time.monotonic()
 
     def _flush_partial(self) -> None:
         if self._partial:
-            self._console.print(Text(self._partial), soft_wrap=True)
+            self._pending.append((self._partial, ""))
             self._partial = ""
+        self._print_pending()
 
     def _renderable(self) -> RenderableType:
-        parts: list[RenderableType] = []
+        # Lines waiting for their batch are shown in the live region until it is printed.
+        parts: list[RenderableType] = [_StyledLines(list(self._pending))] if self._pending else []
         if self._partial:
             parts.append(Text(self._partial))
-        parts.append(plan_panel(self._items, self._spinner))
+        parts.append(self._rendered_panel())
         return Group(*parts)
+
+    def _rendered_panel(self) -> _RenderedLines:
+        now, width = time.monotonic(), self._console.width
+        stale = now - self._panel_at >= 1 / REFRESH_PER_SECOND or width != self._panel_width
+        if self._panel is None or stale:
+            panel = plan_panel(self._items, self._spinner)
+            options = self._console.options.update_width(width)
+            self._panel = _RenderedLines(self._console.render_lines(panel, options, pad=False))
+            self._panel_width, self._panel_at = width, now
+        return self._panel
 
 
 def plan_panel(items: Sequence[PlanItem], spinner: Spinner | None = None) -> Panel:

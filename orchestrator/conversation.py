@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -24,16 +25,63 @@ RESUME_PROMPT = "The run was interrupted. Continue the task from where you stopp
 INTERRUPTED_RESULT = "Error: not run: the run was interrupted before this tool call finished."
 
 
+@attrs.frozen
+class RequestSummary:
+    """What ``model.request`` records of a request body: sizes, not the body."""
+
+    messages: int
+    cache_breakpoints: int
+    bytes: int
+
+
+@attrs.define
+class _Encoded:
+    """Running totals over the stored messages, so a round encodes only its new tail.
+
+    ``objects[i]`` is the message whose encoding ``sizes[i]`` and ``marks[i]`` describe;
+    ``before[i]`` is the sum of the sizes of the messages before it (likewise ``marks_before``).
+    """
+
+    objects: list[JSONObject] = attrs.field(factory=list)
+    sizes: list[int] = attrs.field(factory=list)
+    marks: list[int] = attrs.field(factory=list)
+    before: list[int] = attrs.field(factory=lambda: [0])
+    marks_before: list[int] = attrs.field(factory=lambda: [0])
+
+    def keep(self, count: int) -> None:
+        """Forget every message from position ``count`` on."""
+        for column in (self.objects, self.sizes, self.marks):
+            del column[count:]
+        del self.before[count + 1 :]
+        del self.marks_before[count + 1 :]
+
+    def add(self, message: JSONObject) -> None:
+        size, marks = len(_dumps(message)), _message_breakpoints(message)
+        self.objects.append(message)
+        self.sizes.append(size)
+        self.marks.append(marks)
+        self.before.append(self.before[-1] + size)
+        self.marks_before.append(self.marks_before[-1] + marks)
+
+
+def _forget_encodings(conversation: Conversation, _field: Any, messages: Any) -> Any:
+    conversation._encoded.keep(0)
+    return messages
+
+
 @attrs.define
 class Conversation:
-    """The message list of one session; mutation is the point, so it is not frozen."""
+    """The message list of one session; mutation is the point, so it is not frozen.
 
-    messages: list[JSONObject] = attrs.field(factory=list)
-    # position -> (the message object, its block count, its encoded size): the history does not
-    # change once sent, so a round re-encodes only what is new or marked.
-    _sizes: dict[int, tuple[JSONObject, int, int]] = attrs.field(
-        factory=dict, init=False, repr=False, eq=False
-    )
+    Change messages through the methods (or assign a new list): they tell the running totals of
+    :meth:`summary` which message changed. A message replaced by another object is noticed
+    anyway; a block edited in place without a method is not.
+    """
+
+    messages: list[JSONObject] = attrs.field(factory=list, on_setattr=_forget_encodings)
+    _encoded: _Encoded = attrs.field(factory=_Encoded, init=False, repr=False, eq=False)
+    # The positions the last request() marked with a breakpoint (copies, not stored messages).
+    _marked: tuple[int, ...] = attrs.field(default=(), init=False, repr=False, eq=False)
 
     def add_user_text(self, text: str) -> None:
         self.close_dangling_tool_uses()
@@ -43,6 +91,7 @@ class Conversation:
             # user message already there, after its tool results.
             last = self.messages[-1]
             self.messages[-1] = {**last, "content": [*last["content"], block]}
+            self._changed(len(self.messages) - 1)
             return
         self.messages.append({"role": "user", "content": [block]})
 
@@ -51,6 +100,7 @@ class Conversation:
         if self.messages and self.messages[-1]["role"] == "assistant":
             # A pause_turn continuation: the API continues the same assistant message.
             previous = list(self.messages.pop()["content"])
+            self._changed(len(self.messages))
         fresh = [b for b in content if not (b.get("type") == "text" and not _has_text(b))]
         blocks = _without_repeated_ids([*previous, *fresh])
         # An assistant turn with nothing but blank text would break the no-empty-text rule.
@@ -64,6 +114,7 @@ class Conversation:
         last = self.messages[-1]
         assert last["role"] == "user", "a reminder goes into the user message with the results"
         last["content"].append({"type": "text", "text": text})
+        self._changed(len(self.messages) - 1)
 
     def prepare_to_resume(self) -> None:
         """Make the history end in a user message, so it can be sent again as it is."""
@@ -106,10 +157,15 @@ class Conversation:
         if tool_defs:
             tool_defs[-1] = {**tool_defs[-1], "cache_control": _EPHEMERAL}
         messages = list(self.messages)
-        user_indexes = [i for i, m in enumerate(messages) if m["role"] == "user"]
         marks = MAX_CACHE_BREAKPOINTS - (2 if tool_defs else 1)
-        for index in user_indexes[-marks:]:
-            messages[index] = _with_breakpoint(messages[index])
+        marked: list[int] = []
+        for index in range(len(messages) - 1, -1, -1):  # the newest user turns, from the end
+            if len(marked) == marks:
+                break
+            if messages[index]["role"] == "user":
+                messages[index] = _with_breakpoint(messages[index])
+                marked.append(index)
+        self._marked = tuple(marked)
         return {
             "model": model,
             "max_tokens": max_tokens,
@@ -120,18 +176,59 @@ class Conversation:
 
     def encoded_size(self, body: Mapping[str, Any]) -> int:
         """``len(json.dumps(body, ensure_ascii=False))`` without re-encoding old messages."""
-        messages = body["messages"]
+        return self.summary(body).bytes
+
+    def summary(self, body: Mapping[str, Any]) -> RequestSummary:
+        """The message count, breakpoints and encoded size of a body :meth:`request` built.
+
+        Stored messages are encoded once, when first seen; a round encodes the head (model,
+        system, tools), the new messages and the few copies carrying breakpoints. A body that
+        is not the latest request of this conversation is measured in full.
+        """
+        messages: Sequence[JSONObject] = body["messages"]
         head = _dumps({**body, "messages": []})
-        total = len(head) + 2 * max(0, len(messages) - 1)  # the ", " between messages
-        for index, message in enumerate(messages):
-            cached = self._sizes.get(index)
-            if cached is not None and cached[0] is message and cached[1] == len(message["content"]):
-                total += cached[2]
-                continue
-            size = len(_dumps(message))
-            self._sizes[index] = (message, len(message["content"]), size)
-            total += size
-        return total
+        head_marks = count_breakpoints({**body, "messages": []})
+        count = len(messages)
+        if not self._is_latest_request(messages):
+            sizes = sum(len(_dumps(message)) for message in messages)
+            marks = sum(_message_breakpoints(message) for message in messages)
+        else:
+            encoded = self._refresh()
+            sizes, marks = encoded.before[count], encoded.marks_before[count]
+            for index in self._marked:
+                copy_ = messages[index]
+                sizes += len(_dumps(copy_)) - encoded.sizes[index]
+                marks += _message_breakpoints(copy_) - encoded.marks[index]
+        separators = 2 * max(0, count - 1)  # the ", " between messages
+        return RequestSummary(count, head_marks + marks, len(head) + separators + sizes)
+
+    def _is_latest_request(self, messages: Sequence[JSONObject]) -> bool:
+        """Whether ``messages`` are the stored ones but for the copies the last request marked."""
+        stored = self.messages
+        if len(messages) != len(stored):
+            return False
+        same = list(map(operator.is_, messages, stored))  # one pass in C
+        return same.count(False) == len(self._marked) and not any(
+            same[index] for index in self._marked
+        )
+
+    def _refresh(self) -> _Encoded:
+        """The running totals, brought up to date with the stored messages."""
+        encoded, stored = self._encoded, self.messages
+        known = min(len(encoded.objects), len(stored))
+        # One pass in C over identities: a message replaced without a method is re-encoded.
+        same = list(map(operator.is_, encoded.objects[:known], stored[:known]))
+        valid = same.index(False) if False in same else known
+        if valid < len(encoded.objects):
+            encoded.keep(valid)
+        for message in stored[valid:]:
+            encoded.add(message)
+        return encoded
+
+    def _changed(self, index: int) -> None:
+        """The stored message at ``index`` changed (or went): totals from there on are stale."""
+        if index < len(self._encoded.objects):
+            self._encoded.keep(index)
 
 
 def _dumps(value: Any) -> str:
@@ -165,6 +262,13 @@ def _without_repeated_ids(blocks: list[JSONObject]) -> list[JSONObject]:
             seen.add(block.get("id"))
         kept.append(block)
     return kept
+
+
+def _message_breakpoints(message: JSONObject) -> int:
+    content = message.get("content")
+    if type(content) is not list:
+        return 0
+    return sum(type(block) is dict and "cache_control" in block for block in content)
 
 
 def count_breakpoints(body: Mapping[str, Any] | Sequence[JSONObject]) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 from transitions import EventData, Machine
 
-from orchestrator.conversation import Conversation, count_breakpoints
+from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
     EventLog,
@@ -289,11 +289,12 @@ class Loop:
             tools=self.tools.schemas,
             max_tokens=self.settings.max_tokens,
         )
+        sizes = self.conversation.summary(request)
         summary: JSONObject = {
             "round": run.round,
-            "messages": len(request["messages"]),
-            "cache_breakpoints": count_breakpoints(request),
-            "bytes": self.conversation.encoded_size(request),
+            "messages": sizes.messages,
+            "cache_breakpoints": sizes.cache_breakpoints,
+            "bytes": sizes.bytes,
         }
         if self.settings.trace_requests:
             summary["body"] = request

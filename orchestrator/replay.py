@@ -1,10 +1,14 @@
 """Reading traces back: check a run by re-driving fresh machines, and rebuild it to go on.
 
-:func:`read_trace` parses a trace and says clearly what is wrong with a bad one. :class:`Replay`
-feeds the recorded events to a fresh plan board, repeat guard and loop machine (the real ones,
-with their real guards) and compares what they emit with what was recorded, so an illegal edge, a
-missing reminder or a reordered line is caught and named by its line number. :func:`rebuild`
-turns a trace back into the conversation and plan of its run, for ``resume`` and replay models.
+:func:`read_trace` checks a whole trace line by line and says clearly what is wrong with a bad
+one; it keeps nothing but counts, and every reader after it streams the file again one line at a
+time, so memory stays flat however long the trace is. :class:`Replay` feeds the recorded events
+to a fresh plan board, repeat guard and loop machine (the real ones, with their real guards) and
+compares what they emit with what was recorded, so an illegal edge, a missing reminder or a
+reordered line is caught and named by its line number; it keeps only what the machines need (the
+open tool calls, the events recorded since the last comparison). Each event name has its handler
+in :attr:`Replay._handlers`, so a new event is one more entry there. :func:`rebuild` turns a
+trace back into the conversation and plan of its run, for ``resume`` and replay models.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import attrs
+import orjson
 
 from orchestrator.conversation import INTERRUPTED_RESULT, Conversation
 from orchestrator.guard import RepeatGuard
@@ -77,10 +82,10 @@ class TraceLine:
 
 @attrs.frozen
 class TraceFile:
-    """A parsed trace: its known events, and what was tolerated on the way."""
+    """A checked trace on disk: what its pass found, and its events streamed on demand."""
 
     path: Path
-    lines: tuple[TraceLine, ...]
+    last: TraceLine
     truncated_tail: bool = False
     unknown_events: int = 0
 
@@ -93,52 +98,98 @@ class TraceFile:
             notes.append(f"{self.path}: skipped {self.unknown_events} events of unknown types")
         return notes
 
+    def events(self) -> Iterator[TraceLine]:
+        """The known events, read from the file one line at a time."""
+        yield from _Scan(self.path)
 
-def read_trace(path: Path) -> TraceFile:
-    """Parse a trace file; raise :class:`TraceError` for anything but a cut-off last line."""
+    @property
+    def lines(self) -> tuple[TraceLine, ...]:
+        """Every known event at once: for tests and small traces; readers use :meth:`events`."""
+        return tuple(self.events())
+
+
+class _Scan:
+    """One pass over a trace file: yields its known events and counts what it tolerated."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.truncated = False
+        self.unknown = 0
+        self.blank = True
+
+    def __iter__(self) -> Iterator[TraceLine]:
+        with _open_trace_file(self.path) as stream:
+            yield from self._lines(stream)
+
+    def _lines(self, stream: IO[bytes]) -> Iterator[TraceLine]:
+        path, skipped = self.path, 0
+        for index, raw in enumerate(stream, start=1):
+            if not raw.strip():
+                continue
+            self.blank = False
+            event = _parse_line(path, index, raw.rstrip(b"\n"), is_tail=not raw.endswith(b"\n"))
+            if event is None:
+                self.truncated = True
+                continue
+            version = event.get("trace_format", TRACE_FORMAT)
+            if not isinstance(version, int) or version > TRACE_FORMAT:
+                raise TraceError(
+                    f"{path}:{index}: trace_format {version} is newer than this orchestrator "
+                    f"reads ({TRACE_FORMAT}); upgrade orchestrator to replay it"
+                )
+            if event["event"] not in KNOWN_EVENTS:
+                self.unknown += 1
+                skipped += 1
+                continue
+            yield TraceLine(index, event, skipped)
+            skipped = 0
+
+
+def _open_trace_file(path: Path) -> IO[bytes]:
     try:
-        data = path.read_bytes()
+        return path.open("rb")
     except FileNotFoundError:
         raise TraceError(f"{path}: no such trace file") from None
     except OSError as error:
         raise TraceError(f"{path}: cannot read the trace: {error.strerror}") from None
-    if not data.strip():
-        raise TraceError(f"{path}: the trace is empty")
-    raw_lines = data.split(b"\n")
-    complete = data.endswith(b"\n")
-    lines: list[TraceLine] = []
-    unknown = 0
-    skipped = 0
-    truncated = False
-    for index, raw in enumerate(raw_lines, start=1):
-        if not raw.strip():
-            continue
-        is_tail = index == len(raw_lines) and not complete
+
+
+def _parse_line(path: Path, index: int, raw: bytes, *, is_tail: bool) -> dict[str, Any] | None:
+    """The event on one line; None for a cut-off last line; :class:`TraceError` otherwise."""
+    try:
+        event = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        # json reads what orjson refuses (NaN, big integers, lone surrogates, UTF-16) and words
+        # the error as the trace's readers always have.
         try:
             event = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             if is_tail:
-                truncated = True
-                continue
+                return None
             reason = getattr(error, "msg", str(error))
             raise TraceError(f"{path}:{index}: not a JSON line ({reason})") from None
-        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
-            raise TraceError(f'{path}:{index}: not a trace event (no "event" field)')
-        version = event.get("trace_format", TRACE_FORMAT)
-        if not isinstance(version, int) or version > TRACE_FORMAT:
-            raise TraceError(
-                f"{path}:{index}: trace_format {version} is newer than this orchestrator reads "
-                f"({TRACE_FORMAT}); upgrade orchestrator to replay it"
-            )
-        if event["event"] not in KNOWN_EVENTS:
-            unknown += 1
-            skipped += 1
-            continue
-        lines.append(TraceLine(index, event, skipped))
-        skipped = 0
-    if not lines:
+    if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+        raise TraceError(f'{path}:{index}: not a trace event (no "event" field)')
+    return event
+
+
+def read_trace(path: Path) -> TraceFile:
+    """Check a trace file line by line; :class:`TraceError` for all but a cut-off last line.
+
+    Nothing is kept but counts and the last event: the readers stream the file again.
+    """
+    scan = _Scan(path)
+    last: TraceLine | None = None
+    try:
+        for line in scan:
+            last = line
+    except OSError as error:
+        raise TraceError(f"{path}: cannot read the trace: {error.strerror}") from None
+    if scan.blank:
+        raise TraceError(f"{path}: the trace is empty")
+    if last is None:
         raise TraceError(f"{path}: no trace events in the file")
-    return TraceFile(path, tuple(lines), truncated, unknown)
+    return TraceFile(path, last, scan.truncated, scan.unknown)
 
 
 @attrs.frozen
@@ -185,11 +236,15 @@ class _Collector:
 
 
 class Replay:
-    """Re-drives fresh machines from a trace and compares, event by event."""
+    """Re-drives fresh machines from a trace and compares, event by event.
 
-    def __init__(self, trace: TraceFile) -> None:
+    With ``timeline=False`` (``replay --check``) only the current round's row is kept.
+    """
+
+    def __init__(self, trace: TraceFile, *, timeline: bool = True) -> None:
         self.trace = trace
         self.timeline: list[RoundSummary] = []
+        self._keep_timeline = timeline
         self._collector = _Collector()
         self._machine = LoopMachine()
         self._board: PlanBoard | None = None
@@ -202,7 +257,7 @@ class Replay:
     def check(self) -> Divergence | None:
         """Replay every line; return the first divergence, or None when the trace holds."""
         previous: TraceLine | None = None
-        for line in self.trace.lines:
+        for line in self.trace.events():
             divergence = _order_problem(previous, line) or self._feed(line)
             if divergence is not None:
                 return divergence
@@ -211,8 +266,7 @@ class Replay:
             # Cut off mid-call (a killed run): what the open call emitted has no result to be
             # re-derived from, so it is left unchecked rather than called a divergence.
             return None
-        last = self.trace.lines[-1].number
-        return self._compare(last)
+        return self._compare(self.trace.last.number)
 
     # -- one line ---------------------------------------------------------------------------
 
@@ -260,6 +314,8 @@ class Replay:
         divergence = self._compare(line.number)
         if line.event["dst"] == "call_model" and trigger != "resend":
             done, total = self._board.progress if self._board is not None else (0, 0)
+            if not self._keep_timeline:
+                self.timeline.clear()
             self.timeline.append(RoundSummary(run.round, completed=done, total=total))
         return divergence
 
@@ -384,6 +440,11 @@ class Replay:
         return None
 
 
+def check_trace(path: Path) -> Divergence | None:
+    """What ``replay --check`` does: the first divergence of the trace at ``path``, or None."""
+    return Replay(read_trace(path), timeline=False).check()
+
+
 def _order_problem(previous: TraceLine | None, line: TraceLine) -> Divergence | None:
     if previous is None:
         return None
@@ -450,7 +511,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
     last_round, status, task = 0, None, ""
     # The audit's staleness count, followed as RunState.on_enter_audit keeps it.
     stale, changed = 0, False
-    for line in trace.lines:
+    for line in trace.events():
         event = line.event
         name = line.name
         if name == "run.started":
@@ -468,6 +529,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         elif name == "tool.call":
             inputs[str(event.get("id"))] = event.get("input")
         elif name == "tool.result":
+            called = inputs.pop(str(event["id"]), _NO_CALL)
             results[str(event["id"])] = {
                 "type": "tool_result",
                 "tool_use_id": str(event["id"]),
@@ -475,8 +537,8 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
                 "is_error": bool(event.get("is_error")),
             }
             accepted = event.get("name") == "todo" and not event.get("is_error")
-            if accepted and board is not None and str(event["id"]) in inputs:
-                board.apply(inputs[str(event["id"])])
+            if accepted and board is not None and called is not _NO_CALL:
+                board.apply(called)
         elif name == "loop.transition" and event.get("trigger") == "dispatched":
             _close_round(conversation, results)
             stale, changed = (0 if changed else stale + 1), False
@@ -493,7 +555,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         _close_round(conversation, results)
     if board is None or settings is None:
         raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
-    last = trace.lines[-1].event
+    last = trace.last.event
     return RebuiltRun(
         conversation=conversation,
         board=board,
@@ -512,6 +574,10 @@ def _board_from(event: Mapping[str, Any], trace: TraceFile, number: int) -> Plan
         return PlanBoard.from_config(event.get("plan") or {})
     except PlanConfigError as error:
         raise TraceError(f"{trace.path}:{number}: {error}") from None
+
+
+#: A tool.result whose tool.call is not in the trace (no input to apply).
+_NO_CALL = object()
 
 
 def _dangling(conversation: Conversation) -> bool:
@@ -551,8 +617,8 @@ class ReplayModel:
     """Plays a trace's recorded model responses, in order, as the model."""
 
     def __init__(self, trace: TraceFile) -> None:
-        self._turns: Iterator[Mapping[str, Any]] = iter(
-            [line.event for line in trace.lines if line.name == "model.response"]
+        self._turns: Iterator[Mapping[str, Any]] = (
+            line.event for line in trace.events() if line.name == "model.response"
         )
         self._played = 0
 
@@ -581,8 +647,8 @@ class ResultComparer:
 
     def __init__(self, trace: TraceFile, report: Callable[[str], None]) -> None:
         # In recorded order: ids repeat across the parts of a resumed trace, the order does not.
-        self._recorded: Iterator[str] = iter(
-            [str(line.event.get("output")) for line in trace.lines if line.name == "tool.result"]
+        self._recorded: Iterator[str] = (
+            str(line.event.get("output")) for line in trace.events() if line.name == "tool.result"
         )
         self._report = report
         self.differences = 0

@@ -7,11 +7,17 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
+from orchestrator.bench import _figures
+from orchestrator.bench._figures import QUICK, Sizes
+from orchestrator.bench._plan_dependencies import measure_plan_dependencies
+from orchestrator.bench._timing import Found
 from orchestrator.bench._workload import (
     BENCH_TASK,
     InstantModel,
@@ -27,38 +33,47 @@ from orchestrator.bench.baseline import (
     seeds_agent_loop,
     seeds_tool_handlers,
 )
+from orchestrator.console import LiveView
+from orchestrator.conversation import Conversation
+from orchestrator.loop import Loop
+from orchestrator.plan import PlanBoard
 from orchestrator.protocols import JSONObject
+from orchestrator.replay import Replay
 from orchestrator.script import Script, parse_script
 from orchestrator.testing import RecordingModel
+from orchestrator.trace import TraceRenderer
+from tests.bench_variants import burn
 
-FIGURES = {
+TARGETED = {
+    "harness_vs_sdk_call",
+    "round_cost_growth",
+    "live_view_vs_harness",
+    "trace_vs_floor",
+    "replay_peak_rss_mb_10k",
+    "replay_peak_rss_mb_40k",
+    "replay_vs_parse_ratio",
+    "plan_scaling_exponent",
+    "plan_scaling_exponent_1000",
+    "plan_deps_scaling_exponent",
+    "cached_input_share",
+    "input_cost_ratio",
+    "update_output_chars_merge",
+}
+FIGURES = TARGETED | {
+    "replay_events_per_s",
+    "plan_update_us_20",
+    "plan_update_us_200",
+    "machine_per_item_vs_shared_ratio",
+    "baseline_cached_input_share",
+    "update_output_chars_full",
     "overhead_ratio",
     "us_per_round_ours",
     "us_per_round_baseline",
-    "plan_update_us_20",
-    "plan_update_us_200",
-    "plan_scaling_exponent",
     "plan_update_us_20_deps",
-    "plan_deps_scaling_exponent",
-    "machine_per_item_vs_shared_ratio",
-    "replay_events_per_s",
-    "replay_vs_parse_ratio",
-    "cached_input_share",
-    "baseline_cached_input_share",
-    "input_cost_ratio",
-    "update_output_chars_full",
-    "update_output_chars_merge",
-    "peak_rss_mb_10k_rounds",
+    "us_per_sdk_call",
 }
-TARGETED = {
-    "overhead_ratio",
-    "plan_scaling_exponent",
-    "plan_deps_scaling_exponent",
-    "replay_vs_parse_ratio",
-    "cached_input_share",
-    "input_cost_ratio",
-    "update_output_chars_merge",
-}
+#: The figures measured against a floor: each says what it was measured against.
+FLOORED = TARGETED - {"cached_input_share"} | {"overhead_ratio"}
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -78,7 +93,9 @@ def test_quick_json_run_prints_one_object_with_every_figure() -> None:
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, done.stdout
     document = json.loads(lines[0])
-    assert set(document) == FIGURES | {"targets"}
+    assert set(document) == FIGURES | {"targets", "floors"}
+    assert FLOORED <= set(document["floors"]) <= FIGURES
+    assert all(isinstance(text, str) and text for text in document["floors"].values())
     for name in FIGURES:
         value = document[name]
         assert isinstance(value, int | float) and not isinstance(value, bool), name
@@ -260,3 +277,118 @@ def test_benchmark_session_plays_the_same_on_both_loops() -> None:
 
     assert rounds(ours.requests) == rounds(seeds.requests)
     assert sum(reminder for _, reminder in rounds(seeds.requests)) == 8
+
+
+# --- each figure is computed: a slowed variant moves it -----------------------------------------
+
+#: Smaller than --quick: each benchmark runs twice below.
+TINY = attrs.evolve(
+    QUICK,
+    session_rounds=12,
+    session_repeats=1,
+    sdk_calls=2,
+    growth_rounds=(6, 30),
+    growth_repeats=1,
+    live_rounds=12,
+    live_repeats=1,
+    trace_rounds=10,
+    trace_repeats=3,
+    plan_sizes=(10, 20, 50, 200, 400),
+    plan_samples=1,
+    plan_updates=3,
+    replay_rounds=200,
+    replay_long_rounds=800,
+)
+
+
+def _burning_first(function: Callable[..., Any], seconds: Callable[..., float]) -> Any:
+    """``function`` after burning ``seconds(*args)`` of CPU."""
+
+    def slowed(*args: Any) -> Any:
+        burn(seconds(*args))
+        return function(*args)
+
+    return slowed
+
+
+def _slow_loop_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Loop, "_step", _burning_first(Loop._step, lambda *_: 0.002))
+
+
+def _summary_growing_with_the_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
+    cost = lambda _self, body: 20e-6 * len(body["messages"])  # noqa: E731
+    monkeypatch.setattr(Conversation, "summary", _burning_first(Conversation.summary, cost))
+
+
+def _slow_live_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LiveView, "__call__", _burning_first(LiveView.__call__, lambda *_: 0.001))
+
+
+def _slow_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    slowed = _burning_first(TraceRenderer.__call__, lambda *_: 50e-6)
+    monkeypatch.setattr(TraceRenderer, "__call__", slowed)
+
+
+def _slow_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Replay, "_feed", _burning_first(Replay._feed, lambda *_: 100e-6))
+
+
+def _quadratic_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    cost = lambda _self, payload: 1e-6 * len(payload["items"]) ** 2  # noqa: E731
+    monkeypatch.setattr(PlanBoard, "apply", _burning_first(PlanBoard.apply, cost))
+
+
+def _hoarding_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    measure = _figures.replay_memory
+    monkeypatch.setattr(
+        _figures,
+        "replay_memory",
+        lambda path: measure(path, replayer="tests.bench_variants:hoarding_replay"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("measure", "figure", "slow_down", "factor"),
+    [
+        pytest.param(_figures._overhead, "harness_vs_sdk_call", _slow_loop_step, 2, id="sdk"),
+        pytest.param(
+            _figures._round_cost_growth,
+            "round_cost_growth",
+            _summary_growing_with_the_conversation,
+            1.3,
+            id="growth",
+        ),
+        pytest.param(_figures._live_view, "live_view_vs_harness", _slow_live_view, 3, id="live"),
+        pytest.param(_figures._trace, "trace_vs_floor", _slow_trace, 3, id="trace"),
+        pytest.param(_figures._replay, "replay_vs_parse_ratio", _slow_replay, 2, id="replay"),
+        pytest.param(
+            _figures._replay, "replay_peak_rss_mb_40k", _hoarding_replay, 1.2, id="replay-rss"
+        ),
+        # An exponent moves by adding: a quadratic cost added on top lifts it by about one half.
+        pytest.param(
+            _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, None, id="plan"
+        ),
+        pytest.param(
+            measure_plan_dependencies,
+            "plan_deps_scaling_exponent",
+            _quadratic_plan,
+            None,
+            id="plan-deps",
+        ),
+    ],
+)
+def test_a_slowed_variant_moves_the_figure(
+    measure: Callable[[Sizes, Path], Found],
+    figure: str,
+    slow_down: Callable[[pytest.MonkeyPatch], None],
+    factor: float | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    normal = measure(TINY, tmp_path)[0][figure]
+    slow_down(monkeypatch)
+    slowed = measure(TINY, tmp_path)[0][figure]
+    if factor is None:
+        assert slowed > normal + 0.4, (normal, slowed)
+    else:
+        assert slowed > normal * factor, (normal, slowed)

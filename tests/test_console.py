@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from orchestrator import console as console_module
 from orchestrator.console import (
     JsonView,
     LiveView,
@@ -387,6 +388,32 @@ def test_live_view_streams_text_and_event_lines_to_the_terminal() -> None:
     assert re.search(r"\[>\]\s+#2: Add type hints", text)
     assert "Adding type hints" in text
     assert "1/3" in text
+
+
+@pytest.mark.usefixtures("colour_terminal")
+def test_the_live_panel_is_not_rendered_again_for_every_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fifty event lines in a row, no plan change: the panel is drawn from lines rendered once
+    (again only when its spinner is due), and every line still reaches the terminal in order."""
+    rendered: list[int] = []
+    real_panel = console_module.plan_panel
+
+    def counting_panel(*args: Any) -> Any:
+        rendered.append(1)
+        return real_panel(*args)
+
+    monkeypatch.setattr(console_module, "plan_panel", counting_panel)
+    out = io.StringIO()
+    view = LiveView(Console(file=out, force_terminal=True, width=100))
+    with view:
+        view(EVENTS[4])  # plan.updated
+        for number in range(50):
+            view({"event": "audit.reminder", "rounds_since_update": number})
+    text = ANY_ESCAPE.sub("", out.getvalue())
+    positions = [text.index(f"for {number} rounds") for number in range(50)]
+    assert positions == sorted(positions)
+    assert len(rendered) < 25, len(rendered)
 
 
 # --- the replay timeline -------------------------------------------------------------------

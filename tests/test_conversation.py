@@ -366,3 +366,64 @@ def test_prepare_to_resume_is_a_no_op_when_the_history_ends_with_the_user() -> N
     before = copy.deepcopy(conversation.messages)
     conversation.prepare_to_resume()
     assert conversation.messages == before
+
+
+# --- the request summary is incremental and exact ------------------------------------------------
+
+_STEPS = st.lists(
+    st.sampled_from(
+        ["task", "assistant", "tool_use", "results", "reminder", "pause", "replace", "reassign"]
+    ),
+    max_size=30,
+)
+
+
+def _full_summary(body: dict[str, Any]) -> tuple[int, int, int]:
+    return (
+        len(body["messages"]),
+        count_breakpoints(body),
+        len(json.dumps(body, ensure_ascii=False)),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=_STEPS)
+def test_the_summary_is_what_encoding_the_whole_body_gives(steps: list[str]) -> None:
+    """Whatever happened to the conversation, including edits that bypass its methods."""
+    conversation = Conversation()
+    conversation.add_user_text("start ✓")
+    for number, step in enumerate(steps):
+        if step == "task":
+            conversation.add_user_text(f"more work {number}")
+        elif step == "assistant":
+            conversation.add_assistant([{"type": "text", "text": f"thinking {number}"}])
+        elif step == "tool_use":
+            use = {"type": "tool_use", "id": f"t{number}", "name": "bash", "input": {"n": number}}
+            conversation.add_assistant([use])
+            conversation.close_dangling_tool_uses()
+        elif step == "results":
+            conversation.add_tool_results(
+                [{"type": "tool_result", "tool_use_id": f"r{number}", "content": "ok" * number}]
+            )
+        elif step == "reminder" and conversation.messages[-1]["role"] == "user":
+            conversation.append_text_to_last_user(f"<reminder>{number}</reminder>")
+        elif step == "pause":
+            conversation.add_assistant([{"type": "text", "text": "part one"}])
+            conversation.add_assistant([{"type": "text", "text": "part two"}])
+        elif step == "replace" and conversation.messages:
+            first = conversation.messages[0]
+            conversation.messages[0] = {
+                **first,
+                "content": [*first["content"], {"type": "text", "text": "x"}],
+            }
+        elif step == "reassign":
+            conversation.messages = list(
+                conversation.messages[: len(conversation.messages) // 2 * 2 or 1]
+            )
+        body = conversation.request(model="m", system="s", tools=[{"name": "t"}], max_tokens=9)
+        summary = conversation.summary(body)
+        expected = _full_summary(body)
+        assert (summary.messages, summary.cache_breakpoints, summary.bytes) == expected
+    stale = conversation.request(model="m", system="s", tools=[], max_tokens=9)
+    conversation.add_user_text("after")
+    assert conversation.summary(stale).bytes == len(json.dumps(stale, ensure_ascii=False))

@@ -5,15 +5,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrator.replay import read_trace
 from orchestrator.script import parse_script
@@ -23,8 +28,8 @@ from orchestrator.trace import (
     TRACE_FORMAT,
     EventTee,
     RedactSecrets,
-    SequenceNumber,
-    TraceFormatStamp,
+    TraceRenderer,
+    TraceStamps,
     default_trace_path,
     open_trace,
     secrets_from_environment,
@@ -180,13 +185,15 @@ def test_importing_the_modules_configures_nothing() -> None:
 
 
 def test_sequence_number_counts_on_from_its_start() -> None:
-    fresh, resumed = SequenceNumber(), SequenceNumber(start=41)
+    fresh, resumed = TraceStamps(), TraceStamps(start=41)
     assert [_call(fresh, {"event": "e"})["seq"] for _ in range(3)] == [1, 2, 3]
     assert [_call(resumed, {"event": "e"})["seq"] for _ in range(2)] == [42, 43]
 
 
-def test_trace_format_stamp() -> None:
-    assert _call(TraceFormatStamp(), {"event": "e"}) == {"event": "e", "trace_format": TRACE_FORMAT}
+def test_the_stamps_come_after_the_fields_in_order() -> None:
+    stamped = _call(TraceStamps(), {"event": "e"})
+    assert list(stamped) == ["event", "seq", "ts", "trace_format"]
+    assert stamped["trace_format"] == TRACE_FORMAT
 
 
 @pytest.mark.parametrize(
@@ -252,6 +259,99 @@ def test_usage_and_ordinary_fields_are_not_redacted() -> None:
         "content": [{"type": "text", "text": "the tokenizer and the keyboard"}],
     }
     assert _call(RedactSecrets(["not-in-this-event"]), event) == event
+
+
+# --- the fast path writes what the walk would have -----------------------------------------------
+
+_SECRET = "correct-horse-battery-staple"
+_KEYS = st.sampled_from(
+    [
+        "text",
+        "input",
+        "items",
+        "id",
+        "api_key",
+        "X-Api-Key",
+        "token",
+        "max_tokens",
+        "input_tokens",
+        "session_secret_id",
+        "cookie",
+        "token\n",
+        "\u017fecret",
+        "\u212aooky",
+        "\u0131d",
+        1,
+        None,
+    ]
+)
+_TEXT = st.text(max_size=12) | st.sampled_from(
+    [
+        _SECRET,
+        f"a {_SECRET} b",
+        "sk-ant-api03-AbCdEf12345678",
+        "secret",
+        "password: x",
+        "é✓😀",
+        '"quoted" \\ back',
+        "line\nbreak",
+    ]
+)
+_SCALARS = (
+    _TEXT
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x == 0 or abs(x) >= 1e-4)
+    | st.booleans()
+    | st.none()
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_KEYS, inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _exact_line(event: dict[str, Any]) -> bytes:
+    """What the chain wrote before the fast path: the walk, then json.dumps."""
+    walked = _call(RedactSecrets([_SECRET]), event)
+    return json.dumps(walked, ensure_ascii=False, default=str, separators=(",", ":")).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fields=st.dictionaries(
+        st.sampled_from(["output", "input", "api_key", "usage", "body"]), _VALUES
+    )
+)
+def test_the_rendered_line_is_the_walk_and_json_dumps_byte_for_byte(fields: dict[str, Any]) -> None:
+    seen: list[Mapping[str, Any]] = []
+    renderer = TraceRenderer(RedactSecrets([_SECRET]), EventTee([seen.append]))
+    event = {"run_id": "r", **fields, "event": "tool.result", "seq": 1}
+    expected = _exact_line(dict(event)) + b"\n"
+    assert renderer(None, "info", dict(event)) == expected
+    assert _exact_line(dict(seen[0])) + b"\n" == expected  # the sinks saw the redacted event
+
+
+def test_a_float_below_one_ten_thousandth_keeps_its_value_not_its_spelling() -> None:
+    """The one known difference from json.dumps: orjson writes 0.00001 where it wrote 1e-05."""
+    renderer = TraceRenderer(RedactSecrets(), None)
+    line = renderer(None, "info", {"event": "tool.call", "input": {"timeout": 1e-05}})
+    assert line == b'{"event":"tool.call","input":{"timeout":0.00001}}\n'
+    assert json.loads(line)["input"]["timeout"] == 1e-05
+
+
+def test_the_timestamp_is_iso_utc_with_microseconds() -> None:
+    before = dt.datetime.now(dt.UTC)
+    stamps = [_call(TraceStamps(), {"event": "e"})["ts"] for _ in range(3)]
+    after = dt.datetime.now(dt.UTC)
+    for stamp in stamps:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", stamp), stamp
+        parsed = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        assert before - dt.timedelta(milliseconds=1) <= parsed <= after
 
 
 def test_secrets_from_the_environment() -> None:
@@ -410,3 +510,54 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
     assert REDACTED in results[1]
     assert events[-1]["event"] == "run.finished"
     assert events[-1]["status"] == "done"
+
+
+# --- the bytes on disk stay the same -------------------------------------------------------------
+
+GOLDEN = Path(__file__).resolve().parent / "data" / "demo_trace_golden.jsonl"
+
+
+def _normalised(raw: bytes, workdir: Path) -> bytes:
+    """A trace with its times, run id and work directory replaced by placeholders."""
+    raw = raw.replace(str(workdir).encode(), b"{WORKDIR}")
+    raw = re.sub(rb'"ts":"[^"]*"', b'"ts":"{TS}"', raw)
+    raw = re.sub(rb'"run_id":"[0-9a-f]+"', b'"run_id":"{RUN_ID}"', raw)
+    return re.sub(rb'"duration_ms":[0-9.eE+-]+', b'"duration_ms":0', raw)
+
+
+def demo_trace(scratch: Path) -> tuple[bytes, Path]:
+    """The demo's trace, run in a work directory whose path is as long as the golden one's.
+
+    The request sizes and the usage the scripted model estimates count the path's length.
+    """
+    workdir = Path(tempfile.mkdtemp(dir="/tmp", prefix="g")) / "w"  # 16 characters
+    try:
+        trace = scratch / "demo.jsonl"
+        command = ["demo", "--quiet", "--workdir", str(workdir), "--trace", str(trace)]
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *command],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return trace.read_bytes(), workdir
+    finally:
+        shutil.rmtree(workdir.parent)
+
+
+def test_the_demo_trace_is_byte_identical_to_the_golden_one_but_for_times_and_ids(
+    tmp_path: Path,
+) -> None:
+    """The golden trace was written before the fast path (orjson, prebuilt redaction).
+
+    Changes to what is recorded are edited into it by hand, as small as they are: since then,
+    ``"reminders":true`` in the settings (the eval's no-board arm).
+    """
+    raw, workdir = demo_trace(tmp_path)
+    ours = _normalised(raw, workdir).splitlines()
+    golden = GOLDEN.read_bytes().splitlines()
+    assert len(ours) == len(golden)
+    for number, (line, expected) in enumerate(zip(ours, golden, strict=True), start=1):
+        assert line == expected, f"line {number} differs"

@@ -1,9 +1,9 @@
-"""The measurements: each figure is a ratio taken side by side in one run, or a count.
+"""The measurements: each figure is a ratio against a floor taken in the same run, or a count.
 
 Two sides of a ratio are run alternately (which goes first alternates too), each repeat after a
-garbage collection, and the figure is the median over the repeats. Absolute times are kept only
-as context. A workload that does not play out as scripted raises: that is a broken benchmark,
-not a slow one.
+garbage collection, and the figure is the median over the repeats. Each figure carries its floor,
+shown beside it; absolute times are kept only as context. A workload that does not play out as
+scripted raises: that is a broken benchmark, not a slow one.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ import math
 import statistics
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import attrs
 from transitions import Machine
 
+from orchestrator.bench import _floors
 from orchestrator.bench._plan_dependencies import measure_plan_dependencies
+from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
 from orchestrator.bench._workload import (
     BENCH_TASK,
     InstantModel,
@@ -38,7 +41,7 @@ from orchestrator.bench._workload import (
 from orchestrator.conversation import CacheUsage, cache_usage
 from orchestrator.plan import ItemMachine, PlanBoard, TodoTool, item_machine_options
 from orchestrator.protocols import JSONObject
-from orchestrator.replay import Replay, read_trace
+from orchestrator.replay import check_trace
 from orchestrator.testing import RecordingModel
 from orchestrator.tools import ToolRegistry
 
@@ -53,12 +56,20 @@ class Sizes:
 
     session_rounds: int = 200
     session_repeats: int = 9
+    sdk_calls: int = 15
+    growth_rounds: tuple[int, int] = (50, 400)
+    growth_repeats: int = 5
+    live_rounds: int = 100
+    live_repeats: int = 5
+    trace_rounds: int = 100
+    trace_repeats: int = 9
     plan_sizes: tuple[int, ...] = (10, 20, 50, 100, 200, 500, 1000)
     plan_samples: int = 7
     plan_updates: int = 20
     machine_items: int = 20
     machine_repeats: int = 15
     replay_rounds: int = 10_000
+    replay_long_rounds: int = 40_000
     replay_rounds_per_run: int = 50
     replay_repeats: int = 3
     cache_rounds: int = 30
@@ -68,11 +79,19 @@ class Sizes:
 QUICK = Sizes(
     session_rounds=40,
     session_repeats=3,
-    plan_sizes=(10, 20, 50, 200),
+    sdk_calls=3,
+    growth_rounds=(10, 40),
+    growth_repeats=3,
+    live_rounds=20,
+    live_repeats=3,
+    trace_rounds=20,
+    trace_repeats=3,
+    plan_sizes=(10, 20, 50, 200, 400),
     plan_samples=3,
     plan_updates=5,
     machine_repeats=3,
     replay_rounds=400,
+    replay_long_rounds=1600,
     replay_repeats=1,
     quick=True,
 )
@@ -80,78 +99,30 @@ QUICK = Sizes(
 
 @attrs.frozen
 class Measured:
-    """The figures (the JSON keys) and context that explains them (shown, not asserted)."""
+    """The figures (the JSON keys), the floor beside each, and context (shown, not asserted)."""
 
     figures: dict[str, float]
+    floors: dict[str, str]
     context: dict[str, str]
 
 
 def measure_all(sizes: Sizes, workdir: Path) -> Measured:
     """Run every benchmark; ``workdir`` is a scratch directory for traces."""
     figures: dict[str, float] = {}
+    floors: dict[str, str] = {}
     context: dict[str, str] = {}
-    for measure in (
-        _overhead,
-        _plan_scaling,
-        measure_plan_dependencies,
-        _machine_sharing,
-        _replay,
-        _prompt_cache,
-        _update_output,
-    ):
-        found, notes = measure(sizes, workdir)
+    for measure in MEASURES:
+        found, beside, notes = measure(sizes, workdir)
         figures.update(found)
+        floors.update(beside)
         context.update(notes)
-    return Measured(figures, context)
-
-
-Figures = tuple[dict[str, float], dict[str, str]]
-
-
-# --- helpers ----------------------------------------------------------------------------------
-
-
-def _alternate(
-    first: Callable[[], float],
-    second: Callable[[], float],
-    repeats: int,
-    *,
-    warm_up: bool = True,
-) -> tuple[list[float], list[float]]:
-    """Time two sides alternately, swapping which goes first, after an untimed run of each."""
-    if warm_up:
-        first()
-        second()
-    a: list[float] = []
-    b: list[float] = []
-    for repeat in range(repeats):
-        order = ((first, a), (second, b)) if repeat % 2 == 0 else ((second, b), (first, a))
-        for side, times in order:
-            gc.collect()
-            times.append(side())
-    return a, b
-
-
-def _median_ratio(top: Sequence[float], bottom: Sequence[float]) -> float:
-    return statistics.median(t / max(b, 1e-9) for t, b in zip(top, bottom, strict=True))
-
-
-def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-    """The least-squares slope of ``ys`` against ``xs``."""
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    num = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    den = sum((x - mx) ** 2 for x in xs)
-    return num / den
-
-
-def _us(seconds: float) -> float:
-    return round(seconds * 1e6, 2)
+    return Measured(figures, floors, context)
 
 
 # --- overhead_ratio ---------------------------------------------------------------------------
 
 
-def _overhead(sizes: Sizes, workdir: Path) -> Figures:
+def _overhead(sizes: Sizes, workdir: Path) -> Found:
     rounds = sizes.session_rounds
     script = session_script(rounds)
     trace = workdir / "overhead.jsonl"
@@ -165,19 +136,48 @@ def _overhead(sizes: Sizes, workdir: Path) -> Figures:
         seconds, _ = run_baseline(script, rounds=rounds)
         return seconds
 
-    our_times, baseline_times = _alternate(ours, baseline, sizes.session_repeats)
+    our_times, baseline_times = alternate(ours, baseline, sizes.session_repeats)
+    per_round = statistics.median(our_times) / rounds
+    versus_sdk, sdk_call, request_bytes = _floors.harness_vs_sdk_call(per_round, sizes.sdk_calls)
     figures = {
-        "overhead_ratio": round(_median_ratio(our_times, baseline_times), 2),
-        "us_per_round_ours": _us(statistics.median(our_times) / rounds),
-        "us_per_round_baseline": _us(statistics.median(baseline_times) / rounds),
+        "harness_vs_sdk_call": round(versus_sdk, 3),
+        "overhead_ratio": round(median_ratio(our_times, baseline_times), 2),
+        "us_per_round_ours": us(per_round),
+        "us_per_round_baseline": us(statistics.median(baseline_times) / rounds),
+        "us_per_sdk_call": us(sdk_call),
+    }
+    floors = {
+        "harness_vs_sdk_call": f"one SDK streaming call: {us(sdk_call):g} us CPU",
+        "overhead_ratio": (
+            f"the seeds' loop, no trace: {figures['us_per_round_baseline']:g} us/round"
+        ),
     }
     context = {
         "overhead session": (
             f"{rounds} rounds ({rounds - 1} with a tool call, then the answer), "
-            f"{sizes.session_repeats} alternating repeats per side"
-        )
+            f"{sizes.session_repeats} alternating repeats per side; "
+            f"harness {us(per_round):g} us/round"
+        ),
+        "sdk call": (
+            f"anthropic {anthropic.__version__} messages.stream to the loopback MessagesServer, "
+            f"a {request_bytes / 1024:.1f} KiB request from our session, a streamed answer "
+            f"(text and one tool call); median client-thread CPU of {sizes.sdk_calls} calls"
+        ),
     }
-    return figures, context
+    return figures, floors, context
+
+
+def _round_cost_growth(sizes: Sizes, workdir: Path) -> Found:
+    short, long = sizes.growth_rounds
+    return _floors.round_cost_growth(short, long, sizes.growth_repeats, workdir)
+
+
+def _live_view(sizes: Sizes, workdir: Path) -> Found:
+    return _floors.live_view_vs_harness(sizes.live_rounds, sizes.live_repeats, workdir)
+
+
+def _trace(sizes: Sizes, workdir: Path) -> Found:
+    return _floors.trace_vs_floor(sizes.trace_rounds, sizes.trace_repeats, workdir)
 
 
 # --- plan_update_us_* and plan_scaling_exponent -----------------------------------------------
@@ -199,7 +199,7 @@ def _plan_update_seconds(size: int, updates: int) -> float:
     return elapsed / moves
 
 
-def _plan_scaling(sizes: Sizes, workdir: Path) -> Figures:
+def _plan_scaling(sizes: Sizes, workdir: Path) -> Found:
     wanted = sorted({*sizes.plan_sizes, 20, 200})
     samples: dict[int, list[float]] = {size: [] for size in wanted}
     _plan_update_seconds(10, 2)  # warm-up
@@ -208,26 +208,36 @@ def _plan_scaling(sizes: Sizes, workdir: Path) -> Figures:
             gc.collect()
             samples[size].append(_plan_update_seconds(size, sizes.plan_updates))
     medians = {size: statistics.median(times) for size, times in samples.items()}
-    fitted = [size for size in wanted if size >= 10]
-    exponent = _slope(
-        [math.log(size) for size in fitted], [math.log(medians[size]) for size in fitted]
-    )
+
+    def exponent(sizes_fitted: list[int]) -> float:
+        return slope(
+            [math.log(size) for size in sizes_fitted],
+            [math.log(medians[size]) for size in sizes_fitted],
+        )
+
+    # Up to 200 items, and past the 20-item cap up to the largest size (1,000 by default), where
+    # anything quadratic in the plan shows.
+    within = [size for size in wanted if 10 <= size <= 200]
+    past = [size for size in wanted if size >= 200]
     figures = {
-        "plan_update_us_20": _us(medians[20]),
-        "plan_update_us_200": _us(medians[200]),
-        "plan_scaling_exponent": round(exponent, 3),
+        "plan_update_us_20": us(medians[20]),
+        "plan_update_us_200": us(medians[200]),
+        "plan_scaling_exponent": round(exponent(within), 3),
+        "plan_scaling_exponent_1000": round(exponent(past), 3),
+    }
+    floors = {
+        "plan_scaling_exponent": "linear = 1.0",
+        "plan_scaling_exponent_1000": "linear = 1.0",
     }
     context = {
         "plan update": (
             "a full rewrite of n items that completes the in-progress item and starts the next, "
-            "through the tool registry (checks, atomic apply, render); fitted over n in "
-            + ", ".join(str(size) for size in fitted)
+            "through the tool registry (checks, atomic apply, render), the item limit raised to "
+            f"n; fitted over n in {', '.join(map(str, within))} and in {', '.join(map(str, past))}"
         ),
-        "plan update per size (us)": ", ".join(
-            f"{size}: {_us(medians[size]):g}" for size in fitted
-        ),
+        "plan update per size (us)": ", ".join(f"{size}: {us(medians[size]):g}" for size in wanted),
     }
-    return figures, context
+    return figures, floors, context
 
 
 # --- machine_per_item_vs_shared_ratio ---------------------------------------------------------
@@ -276,38 +286,39 @@ def _drive_board(machine: ItemMachine, items: int, *, build_only: bool = False) 
     return elapsed
 
 
-def _machine_sharing(sizes: Sizes, workdir: Path) -> Figures:
+def _machine_sharing(sizes: Sizes, workdir: Path) -> Found:
     items = sizes.machine_items
-    per_item, shared = _alternate(
+    per_item, shared = alternate(
         lambda: _drive_board(_MachinePerItem(), items),
         lambda: _drive_board(ItemMachine(), items),
         sizes.machine_repeats,
     )
-    built_per_item, built_shared = _alternate(
+    built_per_item, built_shared = alternate(
         lambda: _drive_board(_MachinePerItem(), items, build_only=True),
         lambda: _drive_board(ItemMachine(), items, build_only=True),
         sizes.machine_repeats,
     )
-    figures = {"machine_per_item_vs_shared_ratio": round(_median_ratio(per_item, shared), 2)}
+    figures = {"machine_per_item_vs_shared_ratio": round(median_ratio(per_item, shared), 2)}
+    floors = {"machine_per_item_vs_shared_ratio": "one shared ItemMachine, add_model per item"}
     context = {
         "machine sharing": (
             f"two {items}-item plans, each created in one update and finished item by item "
-            f"({2 * (items + 1)} updates): {_us(statistics.median(shared)):g} us shared vs "
-            f"{_us(statistics.median(per_item)):g} us with a Machine per item; the creating "
-            f"update alone: {_median_ratio(built_per_item, built_shared):.2f}x "
-            f"({_us(statistics.median(built_shared)):g} vs "
-            f"{_us(statistics.median(built_per_item)):g} us)"
+            f"({2 * (items + 1)} updates): {us(statistics.median(shared)):g} us shared vs "
+            f"{us(statistics.median(per_item)):g} us with a Machine per item; the creating "
+            f"update alone: {median_ratio(built_per_item, built_shared):.2f}x "
+            f"({us(statistics.median(built_shared)):g} vs "
+            f"{us(statistics.median(built_per_item)):g} us)"
         )
     }
-    return figures, context
+    return figures, floors, context
 
 
-# --- replay_events_per_s, replay_vs_parse_ratio, peak_rss_mb_10k_rounds -------------------------
+# --- replay_events_per_s, replay_vs_parse_ratio, replay_peak_rss_mb_* ---------------------------
 
 
 def _replay_seconds(path: Path) -> float:
     started = clock()
-    divergence = Replay(read_trace(path)).check()
+    divergence = check_trace(path)
     elapsed = clock() - started
     if divergence is not None:
         raise RuntimeError(f"the generated trace does not replay: {divergence}")
@@ -316,56 +327,91 @@ def _replay_seconds(path: Path) -> float:
 
 def _parse_seconds(path: Path) -> float:
     started = clock()
-    for raw in path.read_bytes().split(b"\n"):
-        if raw:
-            json.loads(raw)
+    with path.open("rb") as lines:
+        for raw in lines:
+            if raw.strip():
+                json.loads(raw)
     return clock() - started
 
 
-def _replay(sizes: Sizes, workdir: Path) -> Figures:
-    per_run = min(sizes.replay_rounds_per_run, sizes.replay_rounds)
-    runs = sizes.replay_rounds // per_run
-    path = workdir / "replay.jsonl"
+def _generate(path: Path, rounds: int, per_run: int) -> tuple[int, float]:
+    """Write a trace of ``rounds`` rounds; returns (runs, CPU seconds it took)."""
+    per_run = min(per_run, rounds)
+    runs = rounds // per_run
     started = clock()
     write_trace_of_runs(path, runs=runs, rounds=per_run)
-    generated = clock() - started
+    return runs, clock() - started
+
+
+def _replay(sizes: Sizes, workdir: Path) -> Found:
+    per_run = sizes.replay_rounds_per_run
+    path, long_path = workdir / "replay.jsonl", workdir / "replay-long.jsonl"
+    runs, generated = _generate(path, sizes.replay_rounds, per_run)
     events = sum(1 for line in path.read_bytes().split(b"\n") if line)
     # No warm-up: the generator has just run the same code, and a replay takes seconds.
-    replay_times, parse_times = _alternate(
+    replay_times, parse_times = alternate(
         lambda: _replay_seconds(path),
         lambda: _parse_seconds(path),
         sizes.replay_repeats,
         warm_up=False,
     )
-    memory = _replay_memory(path)
+    memory = replay_memory(path)
+    long_runs, long_generated = _generate(long_path, sizes.replay_long_rounds, per_run)
+    long_memory = replay_memory(long_path)
+    long_size = long_path.stat().st_size / 2**20
+    long_path.unlink()
     replay_median = statistics.median(replay_times)
+    short_k, long_k = _thousands(sizes.replay_rounds), _thousands(sizes.replay_long_rounds)
     figures = {
         "replay_events_per_s": round(events / replay_median),
-        "replay_vs_parse_ratio": round(_median_ratio(replay_times, parse_times), 2),
-        "peak_rss_mb_10k_rounds": round(memory["peak_rss_mb"], 1),
+        "replay_vs_parse_ratio": round(median_ratio(replay_times, parse_times), 2),
+        "replay_peak_rss_mb_10k": round(memory["peak_rss_mb"], 1),
+        "replay_peak_rss_mb_40k": round(long_memory["peak_rss_mb"], 1),
+    }
+    floors = {
+        "replay_vs_parse_ratio": (
+            f"json.loads of every line: {statistics.median(parse_times):.2f} s"
+        ),
+        "replay_peak_rss_mb_10k": (
+            f"the interpreter and imports: {memory['imports_rss_mb']:.1f} MiB "
+            f"({short_k} rounds, {path.stat().st_size / 2**20:.1f} MiB trace)"
+        ),
+        "replay_peak_rss_mb_40k": (
+            f"the interpreter and imports: {long_memory['imports_rss_mb']:.1f} MiB "
+            f"({long_k} rounds, {long_size:.1f} MiB trace)"
+        ),
     }
     context = {
         "replay trace": (
             f"{runs * per_run} rounds: {runs} runs of {per_run} rounds by the real loop into one "
             f"trace (one run_id); {events} events, {path.stat().st_size / 2**20:.1f} MiB, "
-            f"generated in {generated:.1f} s"
+            f"generated in {generated:.1f} s; the long one {long_runs} runs, "
+            f"{long_size:.1f} MiB, generated in {long_generated:.1f} s"
         ),
         "replay": (
-            f"read_trace + Replay.check {replay_median:.2f} s, json.loads of every line "
+            f"replay --check {replay_median:.2f} s, json.loads of every line "
             f"{statistics.median(parse_times):.2f} s"
         ),
         "replay memory": (
-            f"child process peak RSS {memory['peak_rss_mb']:.1f} MiB, of which "
-            f"{memory['imports_rss_mb']:.1f} MiB before reading the trace"
+            f"a child process replaying with --check: peak RSS {memory['peak_rss_mb']:.1f} MiB "
+            f"({short_k} rounds), {long_memory['peak_rss_mb']:.1f} MiB ({long_k} rounds)"
         ),
     }
-    return figures, context
+    return figures, floors, context
 
 
-def _replay_memory(path: Path) -> dict[str, float]:
-    """Peak RSS of a fresh interpreter that replays ``path`` (so ours does not count)."""
+def _thousands(rounds: int) -> str:
+    return f"{rounds // 1000}k" if rounds >= 1000 else str(rounds)
+
+
+def replay_memory(path: Path, replayer: str = "") -> dict[str, float]:
+    """Peak RSS of a fresh interpreter that replays ``path`` (so ours does not count).
+
+    ``replayer`` (``module:function``) replaces :func:`orchestrator.replay.check_trace`.
+    """
     child = subprocess.run(
-        [sys.executable, "-m", "orchestrator.bench._replay_memory", str(path)],
+        [sys.executable, "-m", "orchestrator.bench._replay_memory", str(path)]
+        + (["--replayer", replayer] if replayer else []),
         capture_output=True,
         text=True,
         check=False,
@@ -374,6 +420,8 @@ def _replay_memory(path: Path) -> dict[str, float]:
     if child.returncode != 0:
         raise RuntimeError(f"the replay memory child failed: {child.stderr.strip()[-500:]}")
     report: dict[str, float] = json.loads(child.stdout)
+    if report["diverged"]:
+        raise RuntimeError(f"the replay memory child found a divergence in {path}")
     return report
 
 
@@ -404,7 +452,7 @@ def _cost(read: int, write: int, uncached: int) -> float:
     return read * CACHE_READ_PRICE + write * CACHE_WRITE_PRICE + uncached
 
 
-def _prompt_cache(sizes: Sizes, workdir: Path) -> Figures:
+def _prompt_cache(sizes: Sizes, workdir: Path) -> Found:
     rounds = sizes.cache_rounds
     script = session_script(rounds)
     ours = RecordingModel(InstantModel(script))
@@ -430,13 +478,13 @@ def _prompt_cache(sizes: Sizes, workdir: Path) -> Figures:
             f"the seeds' {sum(seed_tokens)} (all uncached)"
         )
     }
-    return figures, context
+    return figures, {"input_cost_ratio": "the seeds' requests, priced alike"}, context
 
 
 # --- update_output_chars_full / _merge --------------------------------------------------------
 
 
-def _update_output(sizes: Sizes, workdir: Path) -> Figures:
+def _update_output(sizes: Sizes, workdir: Path) -> Found:
     size, active = 10, 3
     full: JSONObject = {"items": plan_items(size, active + 1)}
     merge: JSONObject = {
@@ -460,8 +508,22 @@ def _update_output(sizes: Sizes, workdir: Path) -> Figures:
         "update_output_chars_merge": float(len(_compact(merge))),
     }
     context = {"update output": f"merge input: {_compact(merge)}"}
-    return figures, context
+    return figures, {"update_output_chars_merge": "the full rewrite"}, context
 
 
 def _compact(payload: JSONObject) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+
+
+MEASURES = (
+    _overhead,
+    _round_cost_growth,
+    _live_view,
+    _trace,
+    _plan_scaling,
+    measure_plan_dependencies,
+    _machine_sharing,
+    _replay,
+    _prompt_cache,
+    _update_output,
+)

@@ -16,6 +16,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.bench._timing import Found, slope, us
 from orchestrator.bench._workload import clock, plan_items
 from orchestrator.plan import PlanBoard, TodoTool
 from orchestrator.protocols import JSONObject
@@ -63,33 +64,27 @@ def _update_seconds(size: int, updates: int) -> float:
     return elapsed / moves
 
 
-def measure_plan_dependencies(
-    sizes: Sizes, workdir: Path
-) -> tuple[dict[str, float], dict[str, str]]:
+def measure_plan_dependencies(sizes: Sizes, workdir: Path) -> Found:
     wanted = sorted({SMALL, *(size for size in sizes.plan_sizes if size >= SMALL)})
     samples: dict[int, list[float]] = {size: [] for size in wanted}
     _update_seconds(SMALL, 2)  # warm-up
     for _ in range(sizes.plan_samples):
-        for size in wanted:
+        for size in wanted:  # interleaved, so a noisy moment spreads over every size
             gc.collect()
             samples[size].append(_update_seconds(size, sizes.plan_updates))
     medians = {size: statistics.median(times) for size, times in samples.items()}
-    xs = [math.log(size) for size in wanted]
-    ys = [math.log(medians[size]) for size in wanted]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    exponent = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mx) ** 2 for x in xs
-    )
+    exponent = slope([math.log(size) for size in wanted], [math.log(medians[s]) for s in wanted])
     edges = sum(map(len, dependency_edges(SMALL).values()))
     figures = {
-        "plan_update_us_20_deps": round(medians[SMALL] * 1e6, 2),
+        "plan_update_us_20_deps": us(medians[SMALL]),
         "plan_deps_scaling_exponent": round(exponent, 3),
     }
+    floors = {"plan_deps_scaling_exponent": "linear = 1.0"}
     context = {
         "plan update with dependencies": (
             f"a full rewrite of n items with about 1.5n blocked_by edges ({SMALL} items, "
             f"{edges} edges), completing one item and starting the next; per size (us): "
-            + ", ".join(f"{size}: {round(medians[size] * 1e6, 2):g}" for size in wanted)
+            + ", ".join(f"{size}: {us(medians[size]):g}" for size in wanted)
         )
     }
-    return figures, context
+    return figures, floors, context

@@ -1,9 +1,10 @@
 """Child process of the memory benchmark: replay one trace and report this process's peak RSS.
 
-Run as ``python -m orchestrator.bench._replay_memory TRACE``; prints one JSON object with
-``imports_rss_mb`` (after importing the replayer) and ``peak_rss_mb`` (after ``replay --check``'s
-work: :func:`~orchestrator.replay.read_trace` and :meth:`~orchestrator.replay.Replay.check`).
-A fresh interpreter, so the benchmark driver's own memory does not count.
+Run as ``python -m orchestrator.bench._replay_memory TRACE [--replayer MODULE:FUNCTION]``;
+prints one JSON object with ``imports_rss_mb`` (after importing the CLI) and ``peak_rss_mb``
+(after ``orchestrator replay --check TRACE`` ran in this process through the CLI's own entry
+point, or the given function of one ``Path`` argument, which the tests use to watch the figure
+move). A fresh interpreter, so the benchmark driver's own memory does not count.
 
 On Linux ``ru_maxrss`` is carried over from the parent through fork and exec (a child of a
 300 MiB parent reports 300 MiB before it has done anything), so the peak is read from the
@@ -13,12 +14,15 @@ fallback where there is no ``/proc``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import resource
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from orchestrator.replay import Replay, read_trace
+from orchestrator import cli
 
 
 def _peak_rss_mb() -> float:
@@ -33,13 +37,31 @@ def _peak_rss_mb() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes there, KiB here
 
 
+def _replay_check(path: Path) -> bool:
+    """``orchestrator replay --check PATH`` as the command runs it; True when it diverged."""
+    try:
+        cli.main(["replay", "--check", str(path)])
+    except SystemExit as exit_status:
+        return exit_status.code != 0
+    return False
+
+
+def _replayer(argv: list[str]) -> Callable[[Path], Any]:
+    if len(argv) == 3 and argv[1] == "--replayer":
+        module, _, name = argv[2].partition(":")
+        found: Callable[[Path], Any] = getattr(importlib.import_module(module), name)
+        return found
+    return _replay_check
+
+
 def main(argv: list[str]) -> int:
+    replay = _replayer(argv)
     imports = _peak_rss_mb()
-    divergence = Replay(read_trace(Path(argv[0]))).check()
+    diverged = replay(Path(argv[0]))
     report = {
         "imports_rss_mb": imports,
         "peak_rss_mb": _peak_rss_mb(),
-        "diverged": divergence is not None,
+        "diverged": bool(diverged),
     }
     print(json.dumps(report))
     return 0

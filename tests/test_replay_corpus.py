@@ -1,0 +1,57 @@
+"""Replay's verdicts on a corpus of mutated traces stay the ones the in-memory replay gave.
+
+The corpus and its verdicts are in ``data/replay_corpus`` (see :mod:`tests.replay_corpus`): a
+deleted, swapped, duplicated or edited line, a cut file, a bad line anywhere. Each must give the
+same divergence line and message, the same error, the same timeline and the same rebuilt run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.replay import Replay, TraceError, check_trace, read_trace
+from tests.replay_corpus import VERDICTS, apply, verdict_of
+
+_CORPUS: list[dict[str, Any]] = json.loads(VERDICTS.read_text(encoding="utf-8"))
+
+
+def _name(entry: dict[str, Any]) -> str:
+    mutation = entry["mutation"]
+    return "-".join(str(mutation[key]) for key in ("base", "op", "at", "key") if key in mutation)
+
+
+@pytest.mark.parametrize("entry", _CORPUS, ids=[_name(e) for e in _CORPUS])
+def test_the_verdict_is_the_one_recorded(entry: dict[str, Any]) -> None:
+    assert verdict_of(entry["mutation"]) == entry["verdict"]
+
+
+def test_the_corpus_covers_divergences_errors_and_clean_traces() -> None:
+    checks = [entry["verdict"]["check"] for entry in _CORPUS]
+    assert sum(check == "ok" for check in checks) >= 10
+    assert sum(check.startswith("line ") for check in checks) >= 40
+    assert sum(check.startswith("error: ") for check in checks) >= 4
+
+
+def test_check_trace_and_a_check_without_timeline_agree_with_the_full_replay(
+    tmp_path: Path,
+) -> None:
+    """``replay --check`` keeps no timeline; its verdict is the full replay's on every trace."""
+    for entry in _CORPUS:
+        path = tmp_path / "trace.jsonl"
+        path.write_bytes(apply(entry["mutation"]))
+        try:
+            verdict = check_trace(path)
+        except TraceError as error:
+            assert entry["verdict"]["check"] == "error: " + str(error).replace(str(path), "TRACE")
+            continue
+        except Exception as error:
+            assert entry["verdict"]["check"] == f"raises {type(error).__name__}"
+            continue
+        assert entry["verdict"]["check"] == ("ok" if verdict is None else str(verdict))
+        replayer = Replay(read_trace(path), timeline=False)
+        replayer.check()
+        assert len(replayer.timeline) <= 1
