@@ -1033,12 +1033,8 @@ _TODO_DESCRIPTION = (
     '"merge": true with only the items that change (an existing item needs only id and status). '
     "Statuses: pending, in_progress, completed, cancelled. Exactly one item may be in_progress; "
     "mark an item in_progress before working on it and completed when done. Items left out of "
-    "a full rewrite are cancelled and removed. An item may wait for others: "
-    '"blocked_by": ["2", "3"] (it cannot start until they are completed; a cancelled blocker '
-    'still blocks, so drop it from the list; [] clears). Optional "priority": high, medium, '
-    'low; optional top-level "explanation" says why the plan changed. Also accepted: todos or '
-    "plan for items; content, description or step for text; activeForm; blockedBy. Any other "
-    "key is refused."
+    "a full rewrite are cancelled and removed. blocked_by: ids that must be completed first "
+    "(a cancelled one still blocks; [] clears). Unknown keys are refused."
 )
 
 
@@ -1063,11 +1059,7 @@ class TodoTool:
                     "description": "Present-tense label shown while in progress",
                 },
                 "priority": {"type": "string", "enum": [str(p) for p in Priority]},
-                "blocked_by": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Ids of the items that must be completed before this starts",
-                },
+                "blocked_by": {"type": "array", "items": {"type": "string"}},
             },
             "required": ["id", "status"],
             "additionalProperties": False,
@@ -1080,10 +1072,7 @@ class TodoTool:
                 "properties": {
                     "items": {"type": "array", "items": item},
                     "merge": {"type": "boolean"},
-                    "explanation": {
-                        "type": "string",
-                        "description": "Why the plan changed (recorded, shown to the user)",
-                    },
+                    "explanation": {"type": "string", "description": "Why the plan changed"},
                 },
                 # Not "required": ["items"]: a peer's ``todos`` must reach the board, which
                 # names the missing list itself.

@@ -553,7 +553,9 @@ def test_the_demo_trace_is_byte_identical_to_the_golden_one_but_for_times_and_id
     """The golden trace was written before the fast path (orjson, prebuilt redaction).
 
     Changes to what is recorded are edited into it by hand, as small as they are: since then,
-    ``"reminders":true`` in the settings (the eval's no-board arm).
+    ``"reminders":true`` in the settings (the eval's no-board arm); the todo schema of issue 17
+    (dependencies, priority, explanation), which changes each request's ``bytes`` and the usage
+    the scripted model estimates from them, and nothing else.
     """
     raw, workdir = demo_trace(tmp_path)
     ours = _normalised(raw, workdir).splitlines()
