@@ -81,6 +81,16 @@ def _exit(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
         (["eval", "--out", "o", "--scripted", "--task", "nope"], "no task named 'nope'"),
         (["eval", "--out", "o", "--scripted", "--prices", "1,2"], "--prices must be four"),
         (["eval", "report", "nowhere"], "no results.jsonl"),
+        (["eval", "--out", "o", "--scripted", "--max-cost", "nan"], "nan is not a finite number"),
+        (["eval", "--out", "o", "--scripted", "--run-timeout", "inf"], "inf is not a finite"),
+        (["eval", "--out", "o", "--scripted", "--prices", "nan,1,1,1"], "--prices must be four"),
+        (
+            ["eval", "--out", "o", "--scripted", "--repeat", "0"],
+            "'--repeat': 0 is not in the range",
+        ),
+        (["eval", "--out", "o", "--scripted", "--repeat", "100000000"], "1<=x<=10000"),
+        (["eval", "--out", "o", "--scripted", "--jobs", "0"], "'--jobs': 0 is not in the range"),
+        (["eval", "--out", "o", "--scripted", "--jobs", "100000"], "1<=x<=256"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
@@ -95,6 +105,45 @@ def test_bad_input_is_one_line_and_exit_2(
     assert code == 2
     assert message in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_an_out_that_cannot_be_a_folder_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    code, _out, err = _exit(["eval", "--scripted", "--out", "a-file/out"], capsys)
+    assert code == 2
+    assert err == "orchestrator: error: a-file/out: cannot use it for results: Not a directory\n"
+
+
+def test_a_rerun_into_the_same_folder_says_what_it_resumes_and_adds(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = ["eval", "--scripted", "--out", "o", "--task", "refactor-hello", "--repeat", "1"]
+    code, _out, err = _exit([*first, "--arms", "board"], capsys)
+    assert code == 0 and "resuming" not in err
+    code, _out, err = _exit([*first[:-1], "2", "--arms", "board,no-board"], capsys)
+    assert code == 0
+    resumed = "orchestrator: resuming o: 1 of 4 runs are recorded and skipped; adding arms no-board"
+    assert f"{resumed}\n" in err
+    assert len((tmp_path / "o" / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_a_suite_and_an_out_with_brackets_are_shown_as_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.toml").write_text(
+        'name = "[/oops]"\n[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "cat seed.txt"\n'
+        '[tasks.files]\n"seed.txt" = "s"\n'
+        '[[tasks.steps]]\ntitle = "Read"\ntool = "read_file"\ninput = { path = "seed.txt" }\n'
+    )
+    args = ["eval", "mine.toml", "--scripted", "--out", "o[/x]", "--repeat", "1"]
+    code, out, err = _exit([*args, "--scripted-model", "diligent"], capsys)
+    assert code == 0, err
+    assert "suite: [/oops] · model: scripted:diligent" in out and "plot: o[/x]/report.png" in out
 
 
 def test_without_a_key_and_without_scripted_it_says_what_to_do(
@@ -135,6 +184,23 @@ def test_eval_help_names_both_forms(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _err = _exit(["eval", "--help"], capsys)
     assert code == 0
     assert "eval report DIR" in out and "run" in out and "report" in out
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (["eval"], "Usage: orchestrator eval [OPTIONS] COMMAND"),
+        (["eval", "report"], "Usage: orchestrator eval report [OPTIONS] OUT"),
+        (["eval", "mine.toml"], "Usage: orchestrator eval run [OPTIONS] [SUITE]"),
+    ],
+)
+def test_both_help_flags_work_on_each_form(
+    flag: str, args: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _err = _exit([*args, flag], capsys)
+    assert code == 0
+    assert out.splitlines()[0].startswith(usage)
 
 
 SUITE = """

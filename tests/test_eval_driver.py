@@ -96,7 +96,8 @@ def test_an_eval_killed_midway_resumes_without_losing_or_repeating_a_run(tmp_pat
         "eval", "--scripted", "--repeat", "4", "--jobs", "1", "--out", str(out),
         "--task", "refactor-hello", "--task", "add-validation",
     )  # fmt: skip
-    env = {**os.environ, "NO_COLOR": "1"}
+    # A killed eval cannot remove its work directories: keep them in this test's folder.
+    env = {**os.environ, "NO_COLOR": "1", "TMPDIR": str(tmp_path)}
     process = subprocess.Popen(
         args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path
     )
@@ -139,7 +140,8 @@ def test_ctrl_c_stops_the_eval_with_130_and_keeps_what_finished(tmp_path: Path) 
     args = _orchestrator(
         "eval", "--scripted", "--repeat", "20", "--out", str(out), "--task", "add-validation"
     )
-    env = {**os.environ, "NO_COLOR": "1"}
+    # A killed eval cannot remove its work directories: keep them in this test's folder.
+    env = {**os.environ, "NO_COLOR": "1", "TMPDIR": str(tmp_path)}
     process = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path
     )

@@ -78,6 +78,20 @@ def test_scripted_rows_are_labelled_everywhere(tmp_path: Path) -> None:
     assert plot.stat().st_size > 10_000
 
 
+def test_names_from_files_are_shown_as_written_not_as_markup_or_math(tmp_path: Path) -> None:
+    hostile = "[/oops] $x^$"
+    rows = _rows(hostile, 1, 2) + _rows("no-board", 0, 2)
+    for row in rows:
+        row["model"] = "my[/model]$a$"
+    summary = summarise(rows)
+    text = io.StringIO()
+    print_report(summary, Console(file=text, width=160, color_system=None), title="suite: [/s] · ")
+    shown = text.getvalue()
+    assert "suite: [/s] · model: my[/model]$a$ · 4 runs" in shown
+    assert f"{hostile} − no-board" in shown
+    assert write_plot(summary, tmp_path / "report.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_an_empty_results_file_reports_nothing_yet() -> None:
     text = io.StringIO()
     print_report(summarise([]), Console(file=text, color_system=None))

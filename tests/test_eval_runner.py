@@ -8,6 +8,7 @@ sends all three, so the check can fail.
 from __future__ import annotations
 
 import json
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,11 @@ def _turns_with_a_stale_plan() -> list[dict[str, Any]]:
 
 
 def _run_through_server(
-    tmp_path: Path, arm: str, turns: list[dict[str, Any]], limits: Limits | None = None
+    tmp_path: Path,
+    arm: str,
+    turns: list[dict[str, Any]],
+    limits: Limits | None = None,
+    task: Task = TASK,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     script = parse_script({"name": "eval-runner", "turns": turns}, source="test")
     with MessagesServer(script) as server:
@@ -59,7 +64,7 @@ def _run_through_server(
             "api", "claude-test", base_url=server.base_url, api_key="test-key", max_retries=0
         )
         spec = RunSpec(
-            TASK, parse_arm(arm), 0, choice, str(tmp_path / f"{arm}.jsonl"), limits or Limits()
+            task, parse_arm(arm), 0, choice, str(tmp_path / f"{arm}.jsonl"), limits or Limits()
         )
         row = execute_run(spec)
         assert server.violations == []
@@ -145,6 +150,43 @@ def test_a_run_over_its_cost_bound_ends_failed(tmp_path: Path) -> None:
     assert row["cost_usd"] == pytest.approx(1.5, abs=0.01)  # plus the estimated cache tokens
 
 
+def test_check_files_replace_links_the_agent_left_instead_of_writing_through_them(
+    tmp_path: Path,
+) -> None:
+    victim, elsewhere = tmp_path / "victim.txt", tmp_path / "elsewhere"
+    victim.write_text("mine\n")
+    elsewhere.mkdir()
+    task = Task(
+        name="links",
+        prompt="p",
+        check="cat check.py tests/c.txt",
+        check_files={"check.py": "check\n", "tests/c.txt": "c\n"},
+    )
+    swap = f"rm -rf check.py tests; ln -s {victim} check.py; ln -s {elsewhere} tests"
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": swap}}]},
+        {"text": "Done."},
+    ]
+    row, _requests = _run_through_server(tmp_path, "no-board", turns, task=task)
+    assert victim.read_text() == "mine\n"
+    assert list(elsewhere.iterdir()) == []
+    assert (row["success"], row["check_output"]) == (True, "check\nc\n")
+
+
+def test_a_work_directory_the_agent_replaced_by_a_link_is_made_again(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    task = Task(name="gone", prompt="p", check="cat c.txt", check_files={"c.txt": "c\n"})
+    swap = f'here="$PWD"; cd /; rm -rf "$here"; ln -s {elsewhere} "$here"'
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": swap}}]},
+        {"text": "Done."},
+    ]
+    row, _requests = _run_through_server(tmp_path, "no-board", turns, task=task)
+    assert list(elsewhere.iterdir()) == []
+    assert (row["success"], row["check_output"]) == (True, "c\n")
+
+
 def test_an_api_failure_is_not_judged(tmp_path: Path) -> None:
     with pytest.raises(RunAborted, match="the model failed: API error 401"):
         _run_through_server(tmp_path, "board", [{"fault": "status", "status": 401}])
@@ -155,6 +197,57 @@ class _Echo:
 
     def respond(self, request: Any, on_text: Any) -> Any:
         raise AssertionError("a bounded model must not call on")
+
+
+def test_work_directories_are_removed_unless_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    write = {"name": "write_file", "input": {"path": "notes.txt", "content": "n"}}
+    turns: list[dict[str, Any]] = [{"tool_calls": [write]}, {"text": "Done."}]
+    row, _requests = _run_through_server(tmp_path, "board", turns)
+    assert row["workdir"] is None and list(temporary.iterdir()) == []
+    with pytest.raises(RunAborted):
+        _run_through_server(tmp_path, "board", [{"fault": "status", "status": 401}])
+    assert list(temporary.iterdir()) == []
+    script = parse_script({"name": "kept", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        choice = ModelChoice("api", "m", base_url=server.base_url, api_key="k", max_retries=0)
+        trace = str(tmp_path / "kept.jsonl")
+        row = execute_run(RunSpec(TASK, parse_arm("board"), 0, choice, trace, keep_workdir=True))
+    kept = Path(row["workdir"])
+    assert kept.parent == temporary
+    assert sorted(path.name for path in kept.iterdir()) == ["notes.txt", "seed.txt"]
+
+
+def test_a_link_the_agent_left_for_its_work_directory_is_removed_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    temporary, elsewhere = tmp_path / "tmp", tmp_path / "elsewhere"
+    temporary.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine\n")
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    swap = f'here="$PWD"; cd /; rm -rf "$here"; ln -s {elsewhere} "$here"'
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": swap}}]},
+        {"fault": "status", "status": 401},
+    ]
+    with pytest.raises(RunAborted):
+        _run_through_server(tmp_path, "board", turns)
+    assert list(temporary.iterdir()) == []
+    assert [path.name for path in elsewhere.iterdir()] == ["keep.txt"]
+
+
+def test_a_machine_failure_is_not_judged_and_named_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "traces").write_text("a file where the trace folder should be")
+    choice = ModelChoice("api", "claude-test", base_url="http://127.0.0.1:9", api_key="k")
+    spec = RunSpec(TASK, parse_arm("board"), 3, choice, str(tmp_path / "traces" / "3.jsonl"))
+    with pytest.raises(RunAborted) as aborted:
+        execute_run(spec)
+    assert str(aborted.value) == f"notes/board/3: File exists: {tmp_path / 'traces'}"
 
 
 def test_the_time_bound_and_the_stop_flag_end_a_run_before_the_next_call() -> None:

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.eval.runner import run_check
-from orchestrator.eval.suite import SuiteError, bundled_suite_path, load_suite
+from orchestrator.eval.runner import CHECK_OUTPUT_LIMIT, run_check
+from orchestrator.eval.suite import (
+    MAX_SUITE_BYTES,
+    MAX_TASK_BYTES,
+    SuiteError,
+    bundled_suite_path,
+    load_suite,
+)
 
 
 def test_the_bundled_suite_has_six_multi_step_tasks_with_checks_and_steps() -> None:
@@ -38,6 +44,21 @@ def test_a_check_that_hangs_is_killed_and_fails(tmp_path: Path) -> None:
     code, output = run_check("sleep 30", tmp_path, 0.3)
     assert code == 124
     assert "timed out after 0.3s" in output
+
+
+def test_a_check_is_judged_by_its_exit_though_a_process_it_left_holds_its_output(
+    tmp_path: Path,
+) -> None:
+    # The detached sleep keeps the output pipe open long after the check has passed.
+    code, output = run_check("setsid sleep 5 & echo passed", tmp_path, 2)
+    assert (code, output) == (0, "passed\n")
+
+
+def test_a_check_that_prints_without_end_keeps_only_the_tail(tmp_path: Path) -> None:
+    code, output = run_check("yes", tmp_path, 0.5)
+    assert code == 124
+    assert len(output) == CHECK_OUTPUT_LIMIT
+    assert output.endswith("y\n\n[check timed out after 0.5s]")
 
 
 def test_python_in_a_check_is_the_running_interpreter(tmp_path: Path) -> None:
@@ -79,6 +100,15 @@ def test_inline_files_win_over_the_folder_and_defaults_apply(tmp_path: Path) -> 
             "'../x' must be a relative path without '..'",
         ),
         (
+            '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\n[tasks.files]\n"./" = "y"\n',
+            "'./' must be a relative path without '..', naming a file",
+        ),
+        (
+            '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\n[tasks.files]\n"a" = "y"\n'
+            '[tasks.check_files]\n"a/b.py" = "z"\n',
+            "'a' is a file, so 'a/b.py' cannot be inside it",
+        ),
+        (
             '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nfiles_from = "missing"\n',
             "is not a folder",
         ),
@@ -86,6 +116,14 @@ def test_inline_files_win_over_the_folder_and_defaults_apply(tmp_path: Path) -> 
         ('arms = ["nope"]\n[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\n', "unknown arm"),
         ("name = 'x'\n", "at least one"),
         ("[[tasks]\n", "not valid TOML"),
+        (
+            'check_timeout = inf\n[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\n',
+            "check_timeout must be a finite number of seconds above 0, got inf",
+        ),
+        (
+            '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\ncheck_timeout = nan\n',
+            "check_timeout must be a finite number of seconds above 0, got nan",
+        ),
         (
             '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nmax_rounds = 0\n',
             "max_rounds must be a whole number of at least 1, got 0",
@@ -117,3 +155,33 @@ def test_select_keeps_the_named_tasks_and_refuses_unknown_ones() -> None:
     ]
     with pytest.raises(SuiteError, match="no task named 'nope'"):
         suite.select(("nope",))
+
+
+def test_a_folder_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    (tmp_path / "start").mkdir()
+    with (tmp_path / "start" / "disk.img").open("wb") as image:
+        image.truncate(MAX_TASK_BYTES + 1)  # sparse: costs no disk, and would cost memory
+    body = '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nfiles_from = "start"\n'
+    with pytest.raises(SuiteError, match=r"disk\.img takes the folder over the"):
+        load_suite(_write_suite(tmp_path, body))
+
+
+def test_links_in_the_folder_are_not_followed_out_of_it(tmp_path: Path) -> None:
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("secret\n")
+    (tmp_path / "start" / "sub").mkdir(parents=True)
+    (tmp_path / "start" / "sub" / "kept.txt").write_text("kept\n")
+    (tmp_path / "start" / "linked").symlink_to(tmp_path / "outside")
+    (tmp_path / "start" / "secret.txt").symlink_to(tmp_path / "outside" / "secret.txt")
+    body = '[[tasks]]\nname = "t"\nprompt = "p"\ncheck = "c"\nfiles_from = "start"\n'
+    assert load_suite(_write_suite(tmp_path, body)).tasks[0].files == {"sub/kept.txt": "kept\n"}
+
+
+def test_a_suite_that_is_a_device_or_too_big_is_refused_unread(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match="/dev/zero: not a regular file"):
+        load_suite(Path("/dev/zero"))
+    big = tmp_path / "big.toml"
+    with big.open("wb") as stream:
+        stream.truncate(MAX_SUITE_BYTES + 1)  # sparse
+    with pytest.raises(SuiteError, match="over the 67108864 bytes a suite file may hold"):
+        load_suite(big)

@@ -8,13 +8,17 @@ runs could not be judged (rerun the same command to retry them), 2 bad input, 13
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -28,13 +32,17 @@ from orchestrator.config import ConfigError, load_config
 from orchestrator.eval.arms import DEFAULT_ARMS, ArmError, parse_arms
 from orchestrator.eval.driver import plan_runs, run_eval
 from orchestrator.eval.report import print_report, summarise, write_plot
-from orchestrator.eval.runner import Harness, Limits, ModelChoice, Pricing
+from orchestrator.eval.runner import Harness, Limits, ModelChoice, Pricing, RunSpec
 from orchestrator.eval.scripted import SCRIPTED_MODELS
-from orchestrator.eval.store import PLOT_FILE, ResultsStore, StoreError
+from orchestrator.eval.store import PLOT_FILE, ResultsStore, RunKey, StoreError
 from orchestrator.eval.suite import Suite, SuiteError, bundled_suite_path, load_suite
 from orchestrator.protocols import JSONObject
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Runs are planned up front, so a slipped digit must not plan (and hold) millions of them.
+MAX_REPEAT = 10_000
+#: Each job is a thread running an agent and its subprocesses; more is surely a typo.
+MAX_JOBS = 256
 #: Wide enough for the arms table when the output is not a terminal (a file, a pipe, a test).
 _REPORT_WIDTH = 150
 
@@ -55,12 +63,20 @@ class _EvalGroup(click.Group):
 
 
 def _bound_option(name: str, default: float, text: str) -> Callable[[F], F]:
-    """A per-run bound: a number above 0."""
+    """A per-run bound: a finite number above 0 (``nan`` or ``inf`` would switch it off)."""
     kind = click.FloatRange(min=0, min_open=True)
-    return click.option(name, type=kind, default=default, show_default=True, help=text)
+    return click.option(
+        name, type=kind, default=default, show_default=True, help=text, callback=_finite
+    )
 
 
-@click.group(name="eval", cls=_EvalGroup)
+def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+@click.group(name="eval", cls=_EvalGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def eval_group() -> None:
     """Measure whether the board helps: run a suite under several arms and compare them.
 
@@ -73,8 +89,8 @@ def eval_group() -> None:
 @eval_group.command(name="run")
 @click.argument("suite", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--arms", default=None, help="Comma-separated arms [the suite's, or board,no-board].")
-@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--repeat", type=click.IntRange(1, MAX_REPEAT), default=3, show_default=True)
+@click.option("--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True)
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--scripted", is_flag=True, help="Use the bundled scripted models, not the API.")
 @click.option(
@@ -121,6 +137,20 @@ def run_command(
     except (ArmError, ConfigError) as error:
         raise EvalInputError(str(error)) from None
     choice = _model_choice(config.values, scripted, scripted_model, loaded)
+    limits = Limits(
+        max_rounds=max_rounds,
+        max_cost=max_cost,
+        run_timeout=run_timeout,
+        max_tokens=config.max_tokens,
+        pricing=_pricing(prices),
+    )
+    harness = Harness(
+        reminder_threshold=config.reminder_threshold,
+        plan_policy=config.plan_policy,
+        plan_limit=config.plan_limit,
+        sandbox=config.sandbox,
+        deny_bash=config.deny_bash,
+    )
     store = ResultsStore(out)
     manifest: JSONObject = {
         "suite": loaded.name,
@@ -129,61 +159,86 @@ def run_command(
         "model": choice.name,
         "scripted": choice.scripted,
         "arms": [arm.name for arm in chosen],
+        "tasks": {task.name: task.digest for task in loaded.tasks},
+        "settings": {**attrs.asdict(limits), **attrs.asdict(harness)},
     }
     try:
+        held = store.manifest()
         store.open_for_runs(manifest)
     except StoreError as error:
         raise EvalInputError(str(error)) from None
-    specs = plan_runs(
-        loaded,
-        chosen,
-        repeat,
-        store,
-        model=choice,
-        limits=Limits(
-            max_rounds=max_rounds,
-            max_cost=max_cost,
-            run_timeout=run_timeout,
-            max_tokens=config.max_tokens,
-            pricing=_pricing(prices),
-        ),
-        harness=Harness(
-            reminder_threshold=config.reminder_threshold,
-            plan_policy=config.plan_policy,
-            plan_limit=config.plan_limit,
-            sandbox=config.sandbox,
-            deny_bash=config.deny_bash,
-        ),
-        keep_workdirs=keep_workdirs,
+    # Held until the eval ends, so a second eval into DIR is refused, not run alongside.
+    with contextlib.closing(store):
+        specs = plan_runs(
+            loaded,
+            chosen,
+            repeat,
+            store,
+            model=choice,
+            limits=limits,
+            harness=harness,
+            keep_workdirs=keep_workdirs,
+        )
+        errors = Console(stderr=True)
+        if choice.scripted:
+            errors.print(f"[bold red][SCRIPTED models ({choice.name}): not a real model][/]")
+        if held is not None:
+            _say_what_is_resumed(errors, out, held, specs, store.done())
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("({task.fields[left]} left) elapsed"),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            console=errors,
+        ) as progress:
+            bar = progress.add_task(
+                f"eval {escape(loaded.name)}", total=len(specs), left=len(specs)
+            )
+
+            def advance(done: int, total: int, row: JSONObject | None) -> None:
+                progress.update(bar, completed=done, total=total, left=total - done)
+
+            outcome = run_eval(specs, store, jobs=jobs, on_progress=advance)
+        _report(out, store, json_output=False)
+        for reason in outcome.aborted:
+            errors.print(
+                f"orchestrator: not judged (will rerun on resume): {reason}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+        if outcome.interrupted:
+            errors.print("orchestrator: eval interrupted; run the same command again to resume")
+            return 130
+        if outcome.gave_up is not None:
+            errors.print(
+                f"orchestrator: eval stopped: {outcome.gave_up}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+        return 1 if outcome.aborted else 0
+
+
+def _say_what_is_resumed(
+    errors: Console, out: Path, held: JSONObject, specs: list[RunSpec], done: set[RunKey]
+) -> None:
+    """One line on what an existing results directory holds and what this eval adds to it."""
+    recorded = sum(spec.key in done for spec in specs)
+    new_arms = list(
+        dict.fromkeys(s.arm.name for s in specs if s.arm.name not in held.get("arms", []))
     )
-    errors = Console(stderr=True)
-    if choice.scripted:
-        errors.print(f"[bold red][SCRIPTED models ({choice.name}): not a real model][/]")
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("({task.fields[left]} left) elapsed"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=errors,
-    ) as progress:
-        bar = progress.add_task(f"eval {loaded.name}", total=len(specs), left=len(specs))
-
-        def advance(done: int, total: int, row: JSONObject | None) -> None:
-            progress.update(bar, completed=done, total=total, left=total - done)
-
-        outcome = run_eval(specs, store, jobs=jobs, on_progress=advance)
-    _report(out, store, json_output=False)
-    for reason in outcome.aborted:
-        errors.print(f"orchestrator: not judged (will rerun on resume): {reason}", highlight=False)
-    if outcome.interrupted:
-        errors.print("orchestrator: eval interrupted; run the same command again to resume")
-        return 130
-    if outcome.gave_up is not None:
-        errors.print(f"orchestrator: eval stopped: {outcome.gave_up}", highlight=False)
-    return 1 if outcome.aborted else 0
+    added = f"; adding arms {', '.join(new_arms)}" if new_arms else ""
+    errors.print(
+        f"orchestrator: resuming {out}: {recorded} of {len(specs)} runs are recorded and "
+        f"skipped{added}",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 @eval_group.command(name="report")
@@ -219,7 +274,7 @@ def _report(out: Path, store: ResultsStore, *, json_output: bool) -> None:
         console = Console(width=_REPORT_WIDTH)
     print_report(summary, console, title=f"suite: {manifest.get('suite', '?')} · ")
     if rows:
-        console.print(f"plot: {plot}", highlight=False)
+        console.print(f"plot: {plot}", highlight=False, markup=False)
 
 
 def _load_suite(path: Path | None, tasks: tuple[str, ...]) -> Suite:
@@ -262,7 +317,7 @@ def _pricing(text: str | None) -> Pricing:
         values = [float(part) for part in text.split(",")]
     except ValueError:
         values = []
-    if len(values) != 4 or any(value < 0 for value in values):
+    if len(values) != 4 or not all(math.isfinite(value) and value >= 0 for value in values):
         raise EvalInputError(
             f"--prices must be four numbers IN,OUT,CACHE_READ,CACHE_WRITE (US dollars per "
             f"million tokens), got {text!r}"

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from orchestrator.eval.stats import newcombe_difference, wilson_interval
 from orchestrator.eval.store import arms_in
@@ -119,7 +121,8 @@ def print_report(summary: JSONObject, console: Console, *, title: str = "") -> N
         console.print("no results yet")
         return
     models = ", ".join(summary["models"])
-    console.print(f"{title}model: {models} · {summary['runs']} runs", highlight=False)
+    # Names come from files a person (or a hand edit) wrote: shown as text, never as markup.
+    console.print(Text(f"{title}model: {models} · {summary['runs']} runs"))
     arms = Table(box=box.SIMPLE_HEAVY, title="success rate per arm (95% Wilson interval)")
     for column in ("arm", "runs", "success", "rate", "95% CI", "rounds"):
         arms.add_column(column, justify="left" if column == "arm" else "right")
@@ -130,7 +133,7 @@ def print_report(summary: JSONObject, console: Console, *, title: str = "") -> N
     for arm, row in summary["arms"].items():
         mean = row["mean_tokens"]
         arms.add_row(
-            arm,
+            Text(arm),
             str(row["runs"]),
             str(row["successes"]),
             f"{row['success_rate']:.0%}",
@@ -148,7 +151,7 @@ def print_report(summary: JSONObject, console: Console, *, title: str = "") -> N
             differences.add_column(column, justify="left" if column.startswith("arm") else "right")
         for row in summary["differences"]:
             differences.add_row(
-                f"{row['arm']} − {row['baseline']}",
+                Text(f"{row['arm']} − {row['baseline']}"),
                 f"{row['difference']:+.0%}",
                 f"{row['ci_low']:+.0%} to {row['ci_high']:+.0%}",
             )
@@ -156,9 +159,10 @@ def print_report(summary: JSONObject, console: Console, *, title: str = "") -> N
     tasks = Table(box=box.SIMPLE_HEAVY, title="successes per task")
     tasks.add_column("task")
     for arm in summary["arms"]:
-        tasks.add_column(arm, justify="right")
+        tasks.add_column(Text(arm), justify="right")
     for task, per_arm in summary["tasks"].items():
-        tasks.add_row(task, *(f"{cell['successes']}/{cell['runs']}" for cell in per_arm.values()))
+        cells = (f"{cell['successes']}/{cell['runs']}" for cell in per_arm.values())
+        tasks.add_row(Text(task), *cells)
     console.print(tasks)
     if summary["scripted"]:
         console.print(f"[bold red]{SCRIPTED_WARNING}[/]")
@@ -171,6 +175,12 @@ def write_plot(summary: JSONObject, path: Path) -> Path:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
+    # Arm, task and model names are text: a '$' in one must not start TeX-like math.
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _draw(summary, path, pyplot)
+
+
+def _draw(summary: JSONObject, path: Path, pyplot: Any) -> Path:
     arms = list(summary["arms"])
     groups = ["all tasks", *summary["tasks"]]
     figure, (rates, tokens) = pyplot.subplots(

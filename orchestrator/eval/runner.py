@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import hashlib
 import os
+import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import attrs
@@ -226,7 +229,20 @@ class BoundedModel:
 
 
 def execute_run(spec: RunSpec, stop: threading.Event | None = None) -> JSONObject:
-    """Run ``spec`` in a fresh temporary workdir and return its result row."""
+    """Run ``spec`` in a fresh temporary workdir and return its result row.
+
+    A failure of this machine rather than of the run (a full disk, a trace folder that cannot
+    be written) raises :class:`RunAborted` naming it, so the eval reports it in one line and a
+    resume runs it again.
+    """
+    try:
+        return _execute_run(spec, stop)
+    except OSError as error:
+        detail = f"{error.strerror or error}" + (f": {error.filename}" if error.filename else "")
+        raise RunAborted(f"{'/'.join(map(str, spec.key))}: {detail}") from error
+
+
+def _execute_run(spec: RunSpec, stop: threading.Event | None) -> JSONObject:
     task, arm = spec.task, spec.arm
     workdir = Path(tempfile.mkdtemp(prefix=f"orchestrator-eval-{task.name}-"))
     try:
@@ -275,7 +291,9 @@ def execute_run(spec: RunSpec, stop: threading.Event | None = None) -> JSONObjec
             "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
     finally:
-        if not spec.keep_workdir:
+        if not spec.keep_workdir and workdir.is_symlink():
+            workdir.unlink()  # the agent's link in its place; what it points at is not ours
+        elif not spec.keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -283,7 +301,10 @@ def run_check(command: str, workdir: Path, timeout: float) -> tuple[int, str]:
     """Run a task's check command; its exit code (124 on timeout) and the tail of its output.
 
     ``python`` on its path is the interpreter orchestrator runs on, so a suite's checks work on
-    a machine whose only Python is the one orchestrator was installed into.
+    a machine whose only Python is the one orchestrator was installed into. The verdict is the
+    shell's exit, within ``timeout``: only the tail of the output is kept (a check printing
+    without end costs no memory), and a process the check left behind that still holds the
+    output open (``setsid server &``) is not waited for.
     """
     env = scrub_environment(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -297,18 +318,43 @@ def run_check(command: str, workdir: Path, timeout: float) -> tuple[int, str]:
         start_new_session=True,
         env=env,
     )
-    try:
-        output, _ = process.communicate(timeout=timeout)
-        code = process.returncode
-    except subprocess.TimeoutExpired:
-        _kill_group(process.pid)
-        output, _ = process.communicate()
-        output += f"\n[check timed out after {timeout:g}s]".encode()
+    assert process.stdout is not None
+    tail = bytearray()
+    deadline = time.monotonic() + timeout
+    with process.stdout as stream, selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        try:
+            while process.poll() is None and time.monotonic() < deadline:
+                wait = min(deadline - time.monotonic(), 0.1)
+                if selector.get_map() and selector.select(max(wait, 0)):
+                    if not _read_into(stream.fileno(), tail):
+                        selector.unregister(stream)
+                elif not selector.get_map():
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        process.wait(max(wait, 0))
+        finally:
+            _kill_group(process.pid)  # on timeout, and whatever the check left running
+        code = process.wait()
+        timed_out = code < 0 and time.monotonic() >= deadline
+        # What the check wrote before it ended is still in the pipe; take it, but briefly.
+        grace = time.monotonic() + 0.5
+        while selector.get_map() and selector.select(max(grace - time.monotonic(), 0)):
+            if not _read_into(stream.fileno(), tail):
+                break
+    if timed_out:
+        tail += f"\n[check timed out after {timeout:g}s]".encode()
         code = 124
-    finally:
-        _kill_group(process.pid)  # whatever the check left running in the background
-    text = output.decode("utf-8", "replace")
+    text = bytes(tail).decode("utf-8", "replace")
     return code, text[-CHECK_OUTPUT_LIMIT:]
+
+
+def _read_into(descriptor: int, tail: bytearray) -> bool:
+    """Read what is there into ``tail``, keeping its end only; False at end of output."""
+    chunk = os.read(descriptor, 1 << 16)
+    tail += chunk
+    # Four bytes a character at most, so the last CHECK_OUTPUT_LIMIT characters survive.
+    del tail[: max(0, len(tail) - 4 * CHECK_OUTPUT_LIMIT)]
+    return bool(chunk)
 
 
 def _kill_group(pid: int) -> None:
@@ -317,10 +363,69 @@ def _kill_group(pid: int) -> None:
 
 
 def _write_files(workdir: Path, files: Mapping[str, str]) -> None:
-    for relative, content in files.items():
-        target = workdir / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content, encoding="utf-8")
+    """Write ``files`` inside ``workdir``, never through a link the agent may have left there.
+
+    The check files are written after the agent's run, into a folder its commands could change:
+    a ``check.py`` made a symlink to ``~/.bashrc`` must be replaced, not written through. So each
+    folder on the way, the work directory itself included, is opened without following links
+    (a link or a file in its place is removed, a missing one made again), and the file is
+    created fresh beside them.
+    """
+    # The agent may have removed its work directory, or put a link in its place.
+    parent = os.open(workdir.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        root = _open_folder(parent, workdir.name)
+    finally:
+        os.close(parent)
+    try:
+        for relative, content in files.items():
+            *folders, name = PurePosixPath(relative).parts
+            folder = os.dup(root)
+            try:
+                for part in folders:
+                    inner = _open_folder(folder, part)
+                    os.close(folder)
+                    folder = inner
+                _remove(folder, name)
+                handle = os.open(
+                    name,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                    0o644,
+                    dir_fd=folder,
+                )
+                with open(handle, "w", encoding="utf-8") as stream:
+                    stream.write(content)
+            finally:
+                os.close(folder)
+    finally:
+        os.close(root)
+
+
+def _open_folder(parent: int, name: str) -> int:
+    """The folder ``name`` in ``parent``, made a real folder if it is missing, a file or a link."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        if error.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        _remove(parent, name)
+    os.mkdir(name, 0o755, dir_fd=parent)
+    return os.open(name, flags, dir_fd=parent)
+
+
+def _remove(parent: int, name: str) -> None:
+    """Remove ``name`` from ``parent`` whatever it is; a link is removed, not followed."""
+    try:
+        info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        shutil.rmtree(name, dir_fd=parent)
+    else:
+        os.unlink(name, dir_fd=parent)
 
 
 def _model_for(spec: RunSpec) -> Model:

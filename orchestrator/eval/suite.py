@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -46,6 +47,8 @@ DEFAULT_MAX_ROUNDS = 30
 DEFAULT_CHECK_TIMEOUT = 120.0
 #: A suite's files are source code, not data sets: this much in one task is surely a mistake.
 MAX_TASK_BYTES = 8 << 20
+#: A suite file holds its tasks' inline files too: room for several tasks at the limit above.
+MAX_SUITE_BYTES = 64 << 20
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SUITE_KEYS = frozenset({"name", "description", "arms", "max_rounds", "check_timeout", "tasks"})
 _TASK_KEYS = frozenset(
@@ -132,6 +135,11 @@ def load_suite(path: Path) -> Suite:
     """Read and check a suite file; every problem raises :class:`SuiteError`."""
     source = str(path)
     try:
+        # A device or a pipe (`/dev/zero`, `<(…)`) would be read without end.
+        if path.exists() and not path.is_file():
+            raise SuiteError(f"{source}: not a regular file")
+        if path.exists() and path.stat().st_size > MAX_SUITE_BYTES:
+            raise SuiteError(f"{source}: over the {MAX_SUITE_BYTES} bytes a suite file may hold")
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise SuiteError(f"{source}: no such suite file") from None
@@ -197,6 +205,7 @@ def _parse_task(
         files.update(_read_folder(raw["files_from"], base, prefix))
     files.update(_file_table(raw.get("files", {}), "files", prefix))
     check_files = _file_table(raw.get("check_files", {}), "check_files", prefix)
+    _refuse_file_under_file({*files, *check_files}, prefix)
     size = sum(len(text.encode("utf-8")) for text in (*files.values(), *check_files.values()))
     if size > MAX_TASK_BYTES:
         raise SuiteError(f"{prefix}its files hold {size} bytes, over the {MAX_TASK_BYTES} limit")
@@ -254,11 +263,19 @@ def _read_folder(raw: object, base: Path, prefix: str) -> dict[str, str]:
     if not folder.is_dir():
         raise SuiteError(f"{prefix}files_from: {folder} is not a folder")
     files = {}
+    size = 0
     for path in sorted(folder.rglob("*")):
         if path.is_symlink() or not path.is_file() or "__pycache__" in path.parts:
             continue
         relative = path.relative_to(folder).as_posix()
         try:
+            # Sized before it is read, so a stray disk image is refused, not loaded.
+            size += path.stat().st_size
+            if size > MAX_TASK_BYTES:
+                raise SuiteError(
+                    f"{prefix}files_from: {relative} takes the folder over the "
+                    f"{MAX_TASK_BYTES} bytes a task may hold"
+                )
             files[relative] = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise SuiteError(f"{prefix}files_from: cannot read {relative}: {error}") from None
@@ -267,9 +284,17 @@ def _read_folder(raw: object, base: Path, prefix: str) -> dict[str, str]:
 
 def _relative_path(path: str, prefix: str) -> str:
     pure = PurePosixPath(path)
-    if not path or "\x00" in path or pure.is_absolute() or ".." in pure.parts or "\\" in path:
-        raise SuiteError(f"{prefix}{path!r} must be a relative path without '..'")
+    if not pure.parts or "\x00" in path or pure.is_absolute() or ".." in pure.parts or "\\" in path:
+        raise SuiteError(f"{prefix}{path!r} must be a relative path without '..', naming a file")
     return pure.as_posix()
+
+
+def _refuse_file_under_file(paths: set[str], prefix: str) -> None:
+    """A path cannot be both a file and the folder of another file (``a`` and ``a/b``)."""
+    for path in sorted(paths):
+        clash = next((str(p) for p in PurePosixPath(path).parents if str(p) in paths), None)
+        if clash is not None:
+            raise SuiteError(f"{prefix}{clash!r} is a file, so {path!r} cannot be inside it")
 
 
 def _reject_unknown_keys(raw: Mapping[str, Any], allowed: frozenset[str], prefix: str) -> None:
@@ -285,6 +310,12 @@ def _positive_int(raw: Mapping[str, Any], key: str, default: int, prefix: str) -
 
 def _positive_number(raw: Mapping[str, Any], key: str, default: float, prefix: str) -> float:
     value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise SuiteError(f"{prefix}{key} must be a number of seconds above 0, got {value!r}")
+    # TOML has nan and inf; either would leave a check without a time bound.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise SuiteError(f"{prefix}{key} must be a finite number of seconds above 0, got {value!r}")
     return float(value)
