@@ -7,6 +7,7 @@ Exit codes: 0 done, 1 run failed, 2 usage or input error, 130 interrupted. A per
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -21,7 +22,7 @@ import attrs
 import click
 
 from orchestrator.board_file import BoardFileError, keep_file, open_board
-from orchestrator.config import Config, ConfigError, load_config
+from orchestrator.config import Config, ConfigError, UntrustedConfig, load_config
 from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.conversation import Conversation
 from orchestrator.eval.command import eval_group
@@ -40,6 +41,13 @@ from orchestrator.replay import (
 )
 from orchestrator.script import ScriptedModel, ScriptError, parse_script
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
+from orchestrator.tools.processes import make_undumpable
+from orchestrator.tools.sandbox import (
+    SandboxChoice,
+    SandboxPolicy,
+    SandboxUnavailable,
+    choose_sandbox,
+)
 from orchestrator.trace import (
     EventSink,
     Trace,
@@ -48,6 +56,7 @@ from orchestrator.trace import (
     open_trace,
     secrets_from_environment,
 )
+from orchestrator.trust import TrustError, TrustStore, trust_file
 
 EXIT_CODES = {"done": 0, "failed": 1, "interrupted": 130}
 USAGE_ERROR = 2
@@ -73,7 +82,17 @@ class RunOptions:
     as_json: bool = False
 
 
-_FLAG_SETTINGS = ("model", "max_rounds", "max_retries", "sandbox", "deny_bash", "board")
+_FLAG_SETTINGS = (
+    "model",
+    "max_rounds",
+    "max_retries",
+    "sandbox",
+    "deny_bash",
+    "allow_network",
+    "ro_path",
+    "env",
+    "board",
+)
 
 
 def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -88,8 +107,26 @@ def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[.
         click.option("--trace-requests", is_flag=True, help="Record full request bodies."),
         click.option("--quiet", is_flag=True, help="Show only the final answer and plan."),
         click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout."),
-        click.option("--sandbox", type=click.Choice(["workdir", "none"]), default=None),
+        click.option(
+            "--sandbox",
+            type=click.Choice(["auto", "bwrap", "workdir", "none"]),
+            default=None,
+            help="Where bash runs [auto: bwrap where it works, else workdir].",
+        ),
         click.option("--deny-bash", is_flag=True, default=None, help="Refuse every bash call."),
+        click.option(
+            "--allow-network", is_flag=True, default=None, help="Let sandboxed bash reach the net."
+        ),
+        click.option(
+            "--ro-path",
+            multiple=True,
+            type=click.Path(file_okay=False, path_type=str),
+            help="A directory sandboxed bash may read (repeatable).",
+        ),
+        click.option(
+            "--env", multiple=True, help="A variable passed into sandboxed bash (repeatable)."
+        ),
+        click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml."),
         click.option(
             "--board",
             type=click.Path(dir_okay=False),
@@ -113,14 +150,54 @@ _run_options = _shared_options(trace=True)
 
 def _options(**kwargs: Any) -> RunOptions:
     workdir: Path = kwargs.pop("workdir")
-    flags = {name: kwargs.pop(name) for name in _FLAG_SETTINGS}
+    # A repeatable flag given no times arrives as (), which means "not given".
+    flags = {name: _given(kwargs.pop(name)) for name in _FLAG_SETTINGS}
+    trust: bool = kwargs.pop("trust")
     if not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
-    try:
-        config = load_config(workdir, flags)
-    except ConfigError as error:
-        raise InputError(str(error)) from None
+    config = _trusted_config(workdir, flags, trust=trust)
     return RunOptions(workdir=workdir.resolve(), config=config, **kwargs)
+
+
+def _given(value: object) -> object:
+    return None if value == () else value
+
+
+def _trusted_config(workdir: Path, flags: Mapping[str, Any], *, trust: bool) -> Config:
+    """Load the settings; a project file that widens anything needs the folder trusted."""
+    try:
+        store = TrustStore(trust_file())
+        try:
+            return load_config(workdir, flags, trusted=trust or store.trusts(workdir))
+        except UntrustedConfig as error:
+            if not sys.stdin.isatty():
+                raise InputError(str(error)) from None
+            question = (
+                f"{error.path} sets {', '.join(error.names)}. "
+                f"Do you trust the files in this folder ({workdir.resolve()})?"
+            )
+            if not click.confirm(question, default=False, err=True):
+                raise InputError(str(error)) from None
+            store.add(workdir)
+            return load_config(workdir, flags, trusted=True)
+    except (ConfigError, TrustError) as error:
+        raise InputError(str(error)) from None
+
+
+def _choose_sandbox(options: RunOptions, hidden: Sequence[Path]) -> SandboxChoice:
+    """The sandbox bash runs in; ``--sandbox bwrap`` that cannot run here is exit 2."""
+    config = options.config
+    policy = SandboxPolicy(
+        options.workdir,
+        allow_network=config.allow_network,
+        ro_paths=config.ro_path,
+        env_names=config.env,
+        hidden=tuple(hidden),
+    )
+    try:
+        return choose_sandbox(config.sandbox, policy)
+    except SandboxUnavailable as error:
+        raise InputError(str(error)) from None
 
 
 @click.group()
@@ -370,15 +447,38 @@ cli.add_command(eval_group)
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=".")
 def show_config(workdir: Path) -> int:
     """Print the effective settings, where each comes from, with secrets masked."""
-    try:
-        config = load_config(workdir)
-    except ConfigError as error:
-        raise InputError(str(error)) from None
+    from orchestrator.doctor import sandbox_in_effect
+
+    config = _inspected_config(workdir)
     rows = config.shown()
     width = max(len(name) for name, _, _ in rows)
     for name, value, source in rows:
         click.echo(f"{name:<{width}}  {value}  ({source})")
+    in_effect = sandbox_in_effect(workdir, config).removeprefix("sandbox: ")
+    click.echo(f"{'sandbox_in_effect':<{width}}  {in_effect}  (checked here)")
     return 0
+
+
+@cli.command()
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=".")
+def doctor(workdir: Path) -> int:
+    """Say which sandbox bash runs in here: the bwrap used, whether it works, and why."""
+    from orchestrator.doctor import report
+
+    return report(workdir, _inspected_config(workdir), click.echo)
+
+
+def _inspected_config(workdir: Path) -> Config:
+    """The settings as a run would see them; an untrusted file's widening is shown, flagged."""
+    try:
+        trusted = TrustStore(trust_file()).trusts(workdir)
+        try:
+            return load_config(workdir, trusted=trusted)
+        except UntrustedConfig as error:
+            click.echo(f"warning: {error} (a run refuses to start)", err=True)
+            return load_config(workdir, trusted=True)
+    except (ConfigError, TrustError) as error:
+        raise InputError(str(error)) from None
 
 
 # --- wiring ----------------------------------------------------------------------------------
@@ -404,6 +504,7 @@ class _Session:
         )
     )
     trace_path: Path | None = None
+    sandbox: SandboxChoice | None = None
 
     @contextmanager
     def open(self) -> Iterator[Loop]:
@@ -411,6 +512,15 @@ class _Session:
         resumed = self.resume_from
         run_id = resumed.run_id if resumed is not None else new_run_id()
         self.trace_path = options.trace or default_trace_path(options.workdir, run_id)
+        self.sandbox = _choose_sandbox(options, [self.trace_path])
+        if self.sandbox.sandbox.mode != "bwrap":
+            make_undumpable()  # bwrap hides the harness's /proc entirely
+        say = _stderr_if(True)
+        if self.sandbox.warning is not None:
+            say(f"orchestrator: {self.sandbox.warning}")
+        if config.allow_network and not config.deny_bash:
+            shown = self.sandbox.sandbox.describe()
+            say(f"orchestrator: network is on for bash (--allow-network); {shown}")
         settings = self.settings or LoopSettings(
             model=config.model,
             system=DEFAULT_SYSTEM.format(workdir=options.workdir),
@@ -420,10 +530,11 @@ class _Session:
             trace_requests=options.trace_requests,
             workdir=str(options.workdir),
         )
+        secrets = _secret_values(config)
         trace: Trace = open_trace(
             self.trace_path,
             run_id=run_id,
-            secrets=secrets_from_environment(),
+            secrets=secrets,
             sinks=[self.view, *self.extra_sinks],
             append=resumed is not None,
             first_seq=resumed.last_seq if resumed is not None else 0,
@@ -431,7 +542,7 @@ class _Session:
         with trace:
             yield Loop(
                 model=self.model,
-                tools=self._registry(),
+                tools=self._registry(secrets),
                 plan=self.board,
                 log=trace.log,
                 settings=settings,
@@ -439,11 +550,28 @@ class _Session:
                 conversation=self.conversation,
             )
 
-    def _registry(self) -> ToolRegistry:
+    def _registry(self, secrets: Sequence[str]) -> ToolRegistry:
         config = self.options.config
-        workdir = Workdir(self.options.workdir, confined=config.sandbox == "workdir")
-        tools = [*standard_tools(workdir, bash=not config.deny_bash), TodoTool(self.board)]
-        return ToolRegistry(tools, approver=_approver(self.options.yes, self.view))
+        assert self.sandbox is not None  # chosen in open()
+        sandbox = self.sandbox.sandbox
+        workdir = Workdir(self.options.workdir, confined=sandbox.confined)
+        tools = [
+            *standard_tools(workdir, bash=not config.deny_bash, sandbox=sandbox),
+            TodoTool(self.board),
+        ]
+        return ToolRegistry(
+            tools, approver=_approver(self.options.yes, self.view), secrets=tuple(secrets)
+        )
+
+
+def _secret_values(config: Config) -> list[str]:
+    """Every secret value this process holds: these never reach a trace or a request body."""
+    found = secrets_from_environment()
+    if config.api_key:
+        found.append(config.api_key)
+    # What the user passes into bash with --env is theirs to use, not to show the model.
+    found.extend(os.environ[name] for name in config.env if os.environ.get(name))
+    return found
 
 
 def _new_board(config: Config) -> PlanBoard:

@@ -86,6 +86,26 @@ def _choice(*allowed: str) -> Callable[[object], str]:
     return check
 
 
+def _path_list(value: object) -> tuple[str, ...]:
+    return _list_of(value, os.pathsep, "directories")
+
+
+def _name_list(value: object) -> tuple[str, ...]:
+    names = _list_of(value, ",", "variable names")
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"variable names (letters, digits, _), and {name!r} is not one")
+    return names
+
+
+def _list_of(value: object, separator: str, what: str) -> tuple[str, ...]:
+    # A flag given several times arrives as a tuple, a variable as one separated string.
+    items = value.split(separator) if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(item, str) for item in items):
+        raise ValueError(f"a list of {what}")
+    return tuple(item.strip() for item in items if item.strip())
+
+
 @attrs.frozen
 class _Setting:
     name: str
@@ -106,7 +126,12 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting("plan_limit", _positive_int, 20, ("ORCHESTRATOR_PLAN_LIMIT",)),
     _Setting("plan_policy", _choice("strict", "lenient"), "strict", ("ORCHESTRATOR_PLAN_POLICY",)),
     _Setting("board", _text, None, ("ORCHESTRATOR_BOARD",)),
-    _Setting("sandbox", _choice("workdir", "none"), "workdir", ("ORCHESTRATOR_SANDBOX",)),
+    _Setting(
+        "sandbox", _choice("auto", "bwrap", "workdir", "none"), "auto", ("ORCHESTRATOR_SANDBOX",)
+    ),
+    _Setting("allow_network", _boolean, False, ("ORCHESTRATOR_ALLOW_NETWORK",)),
+    _Setting("ro_path", _path_list, (), ("ORCHESTRATOR_RO_PATH",)),
+    _Setting("env", _name_list, (), ("ORCHESTRATOR_ENV",)),
     _Setting("deny_bash", _boolean, False, ("ORCHESTRATOR_DENY_BASH",)),
     _Setting("base_url", _text, None, ("ANTHROPIC_BASE_URL",)),
     _Setting("api_key", _text, None, ("ANTHROPIC_API_KEY",), secret=True),
@@ -118,6 +143,25 @@ _NOT_IN_FILE: Mapping[str, str] = {
     "api_key": "use ANTHROPIC_API_KEY",
     "board": "pass --board or set ORCHESTRATOR_BOARD",
 }
+
+
+def widens(name: str, value: object) -> bool:
+    """Whether a project file's value moves the key or widens the sandbox (needs trust)."""
+    if name == "sandbox":
+        return value in ("workdir", "none")
+    return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
+
+
+class UntrustedConfig(ConfigError):
+    """A project file in an untrusted folder sets something only a trusted one may."""
+
+    def __init__(self, path: Path, names: list[str]) -> None:
+        self.path, self.names = path, names
+        super().__init__(
+            f"{path}: {', '.join(names)} may only be set by a trusted folder's file; trust "
+            f"{path.parent} with --trust (or answer yes when asked on a terminal), or remove "
+            f"{'them' if len(names) > 1 else 'it'}"
+        )
 
 
 @attrs.frozen
@@ -139,6 +183,8 @@ class Config:
         for setting in SETTINGS:
             value = self.values[setting.name]
             text = "(not set)" if value is None else str(value)
+            if isinstance(value, tuple):
+                text = ", ".join(value) or "(none)"
             if setting.secret and value is not None:
                 text = mask(str(value))
             rows.append((setting.name, text, self.sources[setting.name]))
@@ -154,8 +200,14 @@ def load_config(
     workdir: Path,
     flags: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    trusted: bool = True,
 ) -> Config:
-    """Resolve every setting; flags with the value None count as not given."""
+    """Resolve every setting; flags with the value None count as not given.
+
+    With ``trusted=False`` a project file that moves the key or widens the sandbox raises
+    :class:`UntrustedConfig` instead of taking effect.
+    """
     env = os.environ if env is None else env
     file_values, file_name = _read_file(workdir / CONFIG_FILE)
     values: dict[str, Any] = {}
@@ -181,6 +233,13 @@ def load_config(
                 else f"{source}: {setting.name} must be {error}"
             ) from None
         sources[setting.name] = source
+    untrusted = [
+        name
+        for name, source in sources.items()
+        if source.startswith(file_name) and widens(name, values[name])
+    ]
+    if untrusted and not trusted:
+        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted)
     return Config(values, sources)
 
 

@@ -93,6 +93,7 @@ class MessagesServer:
         self._position = 0
         self._served = 0
         self._requests: list[JSONObject] = []
+        self._raw_bodies: list[bytes] = []
         self._last_answered: JSONObject | None = None
         self._request_headers: list[dict[str, str]] = []
         self._violations: list[str] = []
@@ -140,6 +141,12 @@ class MessagesServer:
             return list(self._requests)
 
     @property
+    def raw_bodies(self) -> list[bytes]:
+        """Every request body exactly as received, whatever its path or shape, in order."""
+        with self._lock:
+            return list(self._raw_bodies)
+
+    @property
     def request_headers(self) -> list[dict[str, str]]:
         """The headers of each received request (names lower-cased), in order.
 
@@ -168,6 +175,8 @@ class MessagesServer:
         """Read one request from ``handler`` and write the scripted answer to it."""
         length = int(handler.headers.get("content-length") or 0)
         raw = handler.rfile.read(length)
+        with self._lock:
+            self._raw_bodies.append(raw)
         path = handler.path.split("?", 1)[0]
         if path != _MESSAGES_PATH:
             self._record_violation(f"request to unknown path {path}")

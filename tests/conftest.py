@@ -3,7 +3,8 @@
 Hardening tests record what they tried through the ``hardening`` fixture. Under pytest-xdist
 each worker is its own process, so records go to files in one folder and the controlling
 process adds them up for the closing line:
-``faults survived: N/N, hostile inputs: N, escapes blocked: N/N, lost results: 0``.
+``faults survived: N/N, hostile inputs: N, escapes blocked: N/N, lost results: 0``, then one
+line per sandbox mode the red-team suite ran in: ``red team, --sandbox bwrap: escapes: 0 of N``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-_KINDS = ("fault", "hostile", "escape", "lost")
+_KINDS = ("fault", "hostile", "escape", "lost", "redteam")
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 
@@ -37,13 +38,16 @@ class HardeningRecorder:
         folder.mkdir(parents=True, exist_ok=True)
         self._file = folder / f"{os.getpid()}-{uuid.uuid4().hex[:6]}.jsonl"
 
-    def record(self, kind: str, ok: bool = True, count: int = 1, what: str = "") -> None:
+    def record(
+        self, kind: str, ok: bool = True, count: int = 1, what: str = "", mode: str = ""
+    ) -> None:
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {kind!r}")
         # Another session (a second pytest on the same tree) may have cleared the folder.
         self._file.parent.mkdir(parents=True, exist_ok=True)
+        record = {"kind": kind, "ok": ok, "count": count, "what": what, "mode": mode}
         with self._file.open("a", encoding="utf-8") as stream:
-            stream.write(json.dumps({"kind": kind, "ok": ok, "count": count, "what": what}) + "\n")
+            stream.write(json.dumps(record) + "\n")
 
 
 def _folder(config: pytest.Config) -> Path:
@@ -72,21 +76,29 @@ def hardening_summary(folder: Path) -> str | None:
     for file in files:
         for line in file.read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
-            totals[record["kind"]] += record["count"]
-            passed[record["kind"]] += record["count"] if record["ok"] else 0
+            kind = record["kind"]
+            if kind == "redteam":
+                kind = f"redteam:{record.get('mode', '')}"
+            totals[kind] += record["count"]
+            passed[kind] += record["count"] if record["ok"] else 0
     if not totals:
         return None
-    return (
+    lines = [
         f"faults survived: {passed['fault']}/{totals['fault']}, "
         f"hostile inputs: {totals['hostile']}, "
         f"escapes blocked: {passed['escape']}/{totals['escape']}, "
         f"lost results: {totals['lost'] - passed['lost']}"
-    )
+    ]
+    for kind in sorted(k for k in totals if k.startswith("redteam:")):
+        escaped = totals[kind] - passed[kind]
+        mode = kind.removeprefix("redteam:")
+        lines.append(f"red team, --sandbox {mode}: escapes: {escaped} of {totals[kind]}")
+    return "\n".join(lines)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _is_controller(terminalreporter.config):
         return
-    line = hardening_summary(_folder(terminalreporter.config))
-    if line is not None:
+    summary = hardening_summary(_folder(terminalreporter.config))
+    for line in (summary or "").splitlines():
         terminalreporter.write_line(line)

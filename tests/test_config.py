@@ -108,7 +108,7 @@ def test_values_are_parsed_to_their_types(tmp_path: Path) -> None:
         ({"ORCHESTRATOR_TIMEOUT": "nan"}, "timeout", "above 0"),
         ({"ORCHESTRATOR_TIMEOUT": "inf"}, "timeout", "above 0"),
         ({"ORCHESTRATOR_DENY_BASH": "maybe"}, "deny_bash", "true or false"),
-        ({"ORCHESTRATOR_SANDBOX": "docker"}, "sandbox", "one of workdir, none"),
+        ({"ORCHESTRATOR_SANDBOX": "docker"}, "sandbox", "one of auto, bwrap, workdir, none"),
         ({"ORCHESTRATOR_PLAN_POLICY": "loose"}, "plan_policy", "one of strict, lenient"),
         ({"ANTHROPIC_MODEL": "   "}, "model", "a non-empty string"),
     ],
@@ -194,7 +194,7 @@ def test_config_command_shows_values_and_sources_with_the_key_masked(tmp_path: P
         match = re.fullmatch(r"(\w+) +(.+?)  \((.+)\)", line)
         assert match, line
         rows[match[1]] = (match[2], match[3])
-    assert list(rows) == [setting.name for setting in SETTINGS]
+    assert list(rows) == [*(setting.name for setting in SETTINGS), "sandbox_in_effect"]
     assert rows["model"] == ("file-model", f"{tmp_path / CONFIG_FILE} [model]")
     assert rows["max_rounds"] == ("7", "ORCHESTRATOR_MAX_ROUNDS")
     assert rows["max_tokens"] == ("1000", f"{tmp_path / CONFIG_FILE} [max_tokens]")

@@ -26,6 +26,16 @@ from orchestrator.protocols import JSONObject, ToolResult
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
 from orchestrator.tools import BashTool, ToolRegistry, Workdir
+from orchestrator.tools.sandbox import (
+    BwrapBinary,
+    Limits,
+    Sandbox,
+    SandboxPolicy,
+    choose_sandbox,
+    find_bwrap,
+    probe_bwrap,
+    userns_hint,
+)
 from tests.conftest import HardeningRecorder
 from tests.test_tools import (  # the stdin and pid fixtures are used by name
     _alive,
@@ -255,7 +265,9 @@ def test_env_shows_no_planted_secret(
     leaked = [name for name, value in planted.items() if value in result.text]
     hardening.record("escape", ok=not leaked, what="secrets in the bash environment")
     assert leaked == []
-    assert "SANDBOX_VISIBLE=plain-value" in result.text
+    # An allowlist, not a scrub: a name that does not look secret stays out unless passed in.
+    assert "SANDBOX_VISIBLE" not in result.text
+    assert "PATH=" in result.text
 
 
 # --- --deny-bash through the real CLI ------------------------------------------------------------
@@ -312,3 +324,221 @@ def test_deny_bash_answers_a_bash_call_as_an_unknown_tool(tmp_path: Path, root: 
     assert not (root / PLANTED).exists()
     last = json.loads((tmp_path / "trace.jsonl").read_text(encoding="utf-8").splitlines()[-1])
     assert (last["event"], last["status"]) == ("run.finished", "done")
+
+
+# --- the bwrap policy as a value: the argument list, without running anything -------------------
+
+
+def _pairs(args: list[str], option: str) -> list[tuple[str, str]]:
+    return [
+        (args[i + 1], args[i + 2])
+        for i, arg in enumerate(args)
+        if arg == option and i + 2 < len(args)
+    ]
+
+
+def test_the_policy_renders_an_allowlisted_sandbox(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / ".orchestrator").mkdir(parents=True)
+    extra = tmp_path / "toolchain"
+    extra.mkdir()
+    policy = SandboxPolicy(work, ro_paths=(extra,), env_names=("PASSED",), toolchains=())
+    source = {
+        "PASSED": "yes",
+        "ANTHROPIC_API_KEY": "sk-ant-x",
+        "DATABASE_URL": "pg://",
+        "TERM": "t",
+    }
+    args = policy.bwrap_arguments("/bin/bwrap", "echo hi", source)
+    assert args[0] == "/bin/bwrap"
+    assert args[-4:] == ["--", "bash", "-c", "echo hi"]
+    for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
+        assert flag in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert "--share-net" not in args
+    env = dict(_pairs(args, "--setenv"))
+    assert env == {
+        "PATH": policy.search_path(),
+        "HOME": "/home/agent",
+        "LANG": "C.UTF-8",
+        "TERM": "t",
+        "PASSED": "yes",
+    }
+    ro = _pairs(args, "--ro-bind")
+    assert ("/usr", "/usr") in ro
+    assert ("/etc", "/etc") in ro
+    assert (str(extra), str(extra)) in ro
+    assert ("/dev/null", "/etc/shadow") in ro or not Path("/etc/shadow").exists()
+    assert ("/", "/") not in ro
+    assert _pairs(args, "--bind") == [(str(work.resolve()), str(work.resolve()))]
+    # The harness's folder (its default trace) is covered, read-only, after the workdir bind.
+    hidden = str((work / ".orchestrator").resolve())
+    assert args.index(hidden) > args.index("--bind")
+    assert args[args.index("--tmpfs") + 1] == "/tmp"
+    assert args[args.index("--tmpfs") - 2] == "--size"
+    assert "/run" not in args and "/var" not in args and str(Path.home()) not in args
+
+
+def test_allow_network_shares_the_network_namespace(tmp_path: Path) -> None:
+    args = SandboxPolicy(tmp_path, allow_network=True, toolchains=()).bwrap_arguments(
+        "bwrap", "true", {}
+    )
+    assert "--share-net" in args
+
+
+def test_bwrap_mode_starts_bwrap_with_an_empty_environment(tmp_path: Path) -> None:
+    binary = BwrapBinary("/opt/bwrap", "PATH")
+    argv, env = Sandbox("bwrap", SandboxPolicy(tmp_path, toolchains=()), binary).command(
+        "ls", {"ANTHROPIC_API_KEY": "sk-ant-x"}
+    )
+    assert env == {}
+    assert argv[0] == "/opt/bwrap"
+    assert "sk-ant-x" not in " ".join(argv)
+
+
+# --- choosing a mode: auto falls back with one warning, bwrap refuses with the fix ---------------
+
+
+@pytest.fixture
+def broken_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A bwrap on PATH that fails as one does where user namespaces are off."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    fake = folder / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n",
+        encoding="utf-8",
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    return fake
+
+
+def test_auto_falls_back_to_workdir_with_one_warning(tmp_path: Path, broken_bwrap: Path) -> None:
+    choice = choose_sandbox("auto", SandboxPolicy(tmp_path))
+    assert choice.sandbox.mode == "workdir"
+    assert choice.warning is not None
+    assert choice.warning.startswith("warning: bwrap unavailable, bash runs with --sandbox workdir")
+    assert "Permission denied" in choice.warning
+    assert "\n" not in choice.warning
+
+
+def _cli(args: list[str], cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "ANTHROPIC_"))}
+    env.update(extra)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_sandbox_bwrap_refuses_to_start_with_one_line_naming_the_fix(
+    tmp_path: Path, broken_bwrap: Path
+) -> None:
+    done = _cli(
+        ["run", "task", "--workdir", str(tmp_path), "--sandbox", "bwrap", "--yes"],
+        tmp_path,
+        ANTHROPIC_API_KEY="test-key",
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("orchestrator: error: --sandbox bwrap cannot run here: ")
+    assert "Permission denied" in line
+    assert "sysctl" in line or "apparmor" in line.lower()
+    assert "--sandbox workdir" in line
+
+
+def test_userns_hint_names_the_setting_and_the_fix() -> None:
+    hint = userns_hint()
+    assert "user" in hint and "--sandbox workdir" in hint
+
+
+def test_doctor_says_which_bwrap_and_whether_it_works(tmp_path: Path, broken_bwrap: Path) -> None:
+    done = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"bwrap: {broken_bwrap} (from PATH), version unknown" or lines[0].startswith(
+        f"bwrap: {broken_bwrap} (from PATH)"
+    )
+    assert lines[1].startswith("bwrap works here: no: bwrap: setting up uid map")
+    assert lines[-1].startswith("in effect (sandbox = auto, default): sandbox: workdir")
+    refused = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path, ORCHESTRATOR_SANDBOX="bwrap")
+    assert refused.returncode == 1
+    assert "sandbox: refused: --sandbox bwrap cannot run here" in refused.stdout.splitlines()[-1]
+
+
+def test_doctor_where_bwrap_works(tmp_path: Path) -> None:
+    binary = find_bwrap()
+    if binary is None or probe_bwrap(binary) is not None:
+        pytest.skip(f"bwrap cannot run here: {binary and probe_bwrap(binary)}")
+    done = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"bwrap: {binary.path} (from {binary.origin})" in done.stdout
+    assert "bwrap works here: yes" in done.stdout
+    assert done.stdout.splitlines()[-1].endswith("network off")
+
+
+def test_a_run_under_auto_warns_once_when_bwrap_cannot_run(
+    tmp_path: Path, root: Path, broken_bwrap: Path
+) -> None:
+    script = parse_script(
+        {
+            "name": "auto",
+            "turns": [
+                {"tool_calls": [{"name": "bash", "input": {"command": "pwd"}}]},
+                {"text": "Done."},
+            ],
+        },
+        source="auto",
+    )
+    with MessagesServer(script) as server:
+        done = _cli(
+            [
+                "run",
+                "Where am I?",
+                "--workdir",
+                str(root),
+                "--yes",
+                "--max-retries",
+                "0",
+                "--trace",
+                str(tmp_path / "t.jsonl"),
+            ],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+        )
+        requests = server.requests
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        "orchestrator: warning: bwrap unavailable, bash runs with --sandbox workdir: "
+        f"bwrap: setting up uid map: Permission denied; {userns_hint()}"
+    ]
+    assert requests[1]["messages"][-1]["content"][0]["content"] == f"{root.resolve()}\n"
+
+
+@pytest.mark.parametrize("mode", ["workdir", "bwrap"])
+def test_file_size_and_memory_limits_hold(root: Path, mode: str) -> None:
+    binary = find_bwrap() if mode == "bwrap" else None
+    if mode == "bwrap" and (binary is None or probe_bwrap(binary) is not None):
+        pytest.skip(f"bwrap cannot run here: {binary and probe_bwrap(binary)}")
+    limits = Limits(max_file_bytes=1 << 20, max_memory_bytes=256 << 20)
+    sandbox = Sandbox(mode, SandboxPolicy(root, limits=limits), binary)  # type: ignore[arg-type]
+    tool = BashTool(Workdir(root), sandbox=sandbox)
+    result = tool.run(
+        {
+            "command": "head -c 5000000 /dev/zero > big; echo wrote=$?; "
+            "python3 -c 'x = bytearray(512 << 20)' 2>&1 | tail -1"
+        }
+    )
+    assert (root / "big").stat().st_size == 1 << 20
+    assert "wrote=1" in result.text or "File size limit exceeded" in result.text
+    assert "MemoryError" in result.text

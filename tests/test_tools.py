@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -23,7 +24,9 @@ from orchestrator.tools import (
     Workdir,
     WriteFileTool,
     scrub_environment,
+    standard_tools,
 )
+from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 
 
 @pytest.fixture
@@ -214,10 +217,12 @@ def test_bash_runs_in_the_work_directory(registry: ToolRegistry, root: Path) -> 
 
 
 def test_bash_runs_the_command_in_its_own_session(registry: ToolRegistry) -> None:
-    # Field 6 of /proc/PID/stat is the session id; a session leader's equals its pid.
-    result = registry.dispatch("bash", {"command": "echo $$ $(cut -d' ' -f6 /proc/$$/stat)"})
-    shell_pid, session = result.text.split()
-    assert shell_pid == session
+    # Field 6 of /proc/PID/stat is the session id; a session leader's equals its pid. The
+    # leader is the per-call reaper bash runs under, never the harness's own session.
+    result = registry.dispatch("bash", {"command": "echo $PPID $(cut -d' ' -f6 /proc/$$/stat)"})
+    reaper_pid, session = result.text.split()
+    assert reaper_pid == session
+    assert int(session) != os.getsid(0)
 
 
 def test_bash_without_output_says_so(registry: ToolRegistry) -> None:
@@ -266,9 +271,7 @@ def test_bash_decodes_multibyte_characters_split_across_reads(workdir: Workdir) 
     assert result.text == "€" * 70_000
 
 
-def test_bash_environment_has_no_secrets(
-    registry: ToolRegistry, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bash_environment_is_an_allowlist(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     planted = {
         "ANTHROPIC_API_KEY": "sk-ant-planted-1",
         "MY_API_KEY": "planted-2",
@@ -278,12 +281,18 @@ def test_bash_environment_has_no_secrets(
     }
     for name, value in planted.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("HARMLESS_SETTING", "visible-value")
-    result = registry.dispatch("bash", {"command": "env"})
+    # A credential whose name looks harmless: only an allowlist keeps it out.
+    monkeypatch.setenv("DATABASE_URL", "postgres://user:planted-6@db/prod")
+    monkeypatch.setenv("PASSED_IN", "visible-value")
+    workdir = Workdir(root)
+    sandbox = Sandbox("workdir", SandboxPolicy(root, env_names=("PASSED_IN",)))
+    result = BashTool(workdir, sandbox=sandbox).run({"command": "env"})
     for name, value in planted.items():
         assert value not in result.text
         assert f"{name}=" not in result.text
-    assert "HARMLESS_SETTING=visible-value" in result.text
+    assert "planted-6" not in result.text
+    assert "PASSED_IN=visible-value" in result.text
+    assert f"PATH={os.environ['PATH']}" in result.text
 
 
 def test_scrub_environment_drops_secret_names_in_any_case() -> None:
@@ -327,15 +336,15 @@ def test_bash_timeout_kills_every_process_it_started(
         assert _wait_until_dead(pid), f"{pid_file.name}: process {pid} survived the timeout"
 
 
-def test_bash_returns_when_a_background_process_keeps_the_pipe(
+def test_bash_returns_and_stops_a_background_process_that_keeps_the_pipe(
     workdir: Workdir, root: Path, reap_pids: list[Path]
 ) -> None:
     reap_pids.append(root / "bg.pid")
     tool = BashTool(workdir, background_grace=0.2)
     result = tool.run({"command": "sleep 60 & echo $! > bg.pid; echo started", "timeout": 60})
     assert not result.is_error
-    assert result.text.startswith("started\n[background processes still hold the output")
-    assert _alive(int((root / "bg.pid").read_text()))
+    assert result.text == "started\n"
+    assert _wait_until_dead(int((root / "bg.pid").read_text()))
 
 
 @pytest.mark.parametrize(
@@ -762,3 +771,75 @@ def test_dispatch_never_raises_and_never_writes_outside(
     if result.is_error:
         assert result.text.startswith("Error:")
     assert [p.name for p in base.iterdir()] == ["work"]
+
+
+# --- hardened file tools: one descriptor, regular files, one name, temp + rename --------------
+
+
+def test_read_and_write_refuse_a_fifo_without_blocking(workdir: Workdir, root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    registry = _registry(workdir)
+    read = registry.dispatch("read_file", {"path": "pipe"})
+    _assert_error(read, "is not a regular file (a FIFO (named pipe))")
+    written = registry.dispatch("write_file", {"path": "pipe", "content": "x"})
+    _assert_error(written, "is a FIFO (named pipe); only regular files can be written")
+    assert stat.S_ISFIFO((root / "pipe").lstat().st_mode)
+
+
+def test_a_hard_linked_file_is_not_read_and_a_write_does_not_go_through_it(
+    workdir: Workdir, root: Path, outside: Path
+) -> None:
+    secret = outside / "secret.txt"
+    secret.write_text("outside text", encoding="utf-8")
+    os.link(secret, root / "hl")
+    registry = _registry(workdir)
+    _assert_error(registry.dispatch("read_file", {"path": "hl"}), "has 2 hard links")
+    _assert_error(
+        registry.dispatch("edit_file", {"path": "hl", "old_text": "outside", "new_text": "x"}),
+        "has 2 hard links",
+    )
+    written = registry.dispatch("write_file", {"path": "hl", "content": "new"})
+    assert written == ToolResult("Wrote 3 bytes to hl")
+    assert secret.read_text(encoding="utf-8") == "outside text"
+    assert (root / "hl").read_text(encoding="utf-8") == "new"
+
+
+def test_a_write_replaces_the_file_and_keeps_its_mode(workdir: Workdir, root: Path) -> None:
+    script = root / "run.sh"
+    script.write_text("old", encoding="utf-8")
+    script.chmod(0o750)
+    before = script.stat().st_ino
+    result = _registry(workdir).dispatch("write_file", {"path": "run.sh", "content": "new"})
+    assert not result.is_error
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    assert script.stat().st_ino != before  # renamed into place, not written through
+    assert [p.name for p in root.iterdir()] == ["run.sh"]  # no temporary file left
+
+
+def test_a_link_swapped_in_after_the_check_is_refused(
+    workdir: Workdir, root: Path, outside: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (root / "d").mkdir()
+    (outside / "f.txt").write_text("outside", encoding="utf-8")
+    real_resolve = Workdir.resolve
+
+    def resolve_then_swap(self: Workdir, path: str) -> Path:
+        resolved = real_resolve(self, path)
+        (root / "d").rename(root / "d.old")
+        (root / "d").symlink_to(outside)  # the race, won every time
+        return resolved
+
+    monkeypatch.setattr(Workdir, "resolve", resolve_then_swap)
+    result = _registry(workdir).dispatch("read_file", {"path": "d/f.txt"})
+    _assert_error(result, "changed while it was opened")
+    assert "outside" not in result.text.replace("outside the", "")
+
+
+def test_redaction_replaces_secret_values_in_every_result(workdir: Workdir, root: Path) -> None:
+    (root / "notes.txt").write_text("key=sk-ant-0123456789 db=hunter2-long", encoding="utf-8")
+    tools = standard_tools(workdir)
+    registry = ToolRegistry(tools, secrets=("sk-ant-0123456789", "hunter2-long", "short"))
+    read = registry.dispatch("read_file", {"path": "notes.txt"})
+    assert read == ToolResult("key=[REDACTED] db=[REDACTED]")
+    echoed = registry.dispatch("bash", {"command": "echo short sk-ant-0123456789"})
+    assert echoed == ToolResult("short [REDACTED]\n")

@@ -466,7 +466,7 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
         env |= {
             "ANTHROPIC_API_KEY": PLANTED_KEY,
             "ANTHROPIC_BASE_URL": server.base_url,
-            # A variable the bash tool does not scrub, so the key does come back in its output.
+            # A variable passed into bash with --env, so the key does come back in its output.
             "LEAKED_VIA_ENV": PLANTED_KEY,
         }
         done = subprocess.run(
@@ -481,6 +481,8 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
                 "--trace",
                 str(trace_path),
                 "--trace-requests",
+                "--env",
+                "LEAKED_VIA_ENV",
                 "--yes",
                 "--max-retries",
                 "0",
@@ -553,9 +555,10 @@ def test_the_demo_trace_is_byte_identical_to_the_golden_one_but_for_times_and_id
     """The golden trace was written before the fast path (orjson, prebuilt redaction).
 
     Changes to what is recorded are edited into it by hand, as small as they are: since then,
-    ``"reminders":true`` in the settings (the eval's no-board arm); the todo schema of issue 17
-    (dependencies, priority, explanation), which changes each request's ``bytes`` and the usage
-    the scripted model estimates from them, and nothing else.
+    ``"reminders":true`` in the settings (the eval's no-board arm); the request sizes and the
+    scripted usage after the bash tool's description said background processes end with their
+    command (issue 14), and after the todo schema took dependencies, priority and explanation
+    (issue 17).
     """
     raw, workdir = demo_trace(tmp_path)
     ours = _normalised(raw, workdir).splitlines()

@@ -24,6 +24,7 @@ from transitions import Machine
 
 from orchestrator.bench import _floors
 from orchestrator.bench._plan_dependencies import measure_plan_dependencies
+from orchestrator.bench._sandbox import sandbox_cost
 from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
 from orchestrator.bench._workload import (
     BENCH_TASK,
@@ -515,6 +516,11 @@ def _compact(payload: JSONObject) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
+def _sandbox(sizes: Sizes, workdir: Path) -> Found:
+    found, notes = sandbox_cost(5 if sizes.quick else 30, workdir)
+    return found, {}, notes
+
+
 MEASURES = (
     _overhead,
     _round_cost_growth,
@@ -526,4 +532,5 @@ MEASURES = (
     _replay,
     _prompt_cache,
     _update_output,
+    _sandbox,
 )

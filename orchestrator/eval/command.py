@@ -37,6 +37,8 @@ from orchestrator.eval.scripted import SCRIPTED_MODELS
 from orchestrator.eval.store import PLOT_FILE, ResultsStore, RunKey, StoreError
 from orchestrator.eval.suite import Suite, SuiteError, bundled_suite_path, load_suite
 from orchestrator.protocols import JSONObject
+from orchestrator.tools.sandbox import SandboxPolicy, SandboxUnavailable, choose_sandbox
+from orchestrator.trust import TrustError, TrustStore, trust_file
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Runs are planned up front, so a slipped digit must not plan (and hold) millions of them.
@@ -133,8 +135,13 @@ def run_command(
     loaded = _load_suite(suite, tasks)
     try:
         chosen = parse_arms(arms or list(loaded.arms) or list(DEFAULT_ARMS))
-        config = load_config(Path.cwd(), {"model": model})
-    except (ArmError, ConfigError) as error:
+        # A project file that moves the key or widens the sandbox needs a trusted folder.
+        config = load_config(
+            Path.cwd(), {"model": model}, trusted=TrustStore(trust_file()).trusts(Path.cwd())
+        )
+        if config.sandbox == "bwrap":
+            choose_sandbox("bwrap", SandboxPolicy(Path.cwd()))
+    except (ArmError, ConfigError, TrustError, SandboxUnavailable) as error:
         raise EvalInputError(str(error)) from None
     choice = _model_choice(config.values, scripted, scripted_model, loaded)
     limits = Limits(

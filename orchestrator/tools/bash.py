@@ -1,0 +1,265 @@
+"""The bash tool: one shell command in the work directory, with a timeout and capped output."""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import errno
+import functools
+import os
+import selectors
+import subprocess
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from orchestrator.protocols import JSONObject, ToolError, ToolResult
+from orchestrator.tools.arguments import error_result, optional, required, with_note
+from orchestrator.tools.processes import apply_limits, kill_everything, with_reaper
+from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
+from orchestrator.tools.workdir import Workdir
+
+_READ_CHUNK = 65536
+# How often the shell loop looks at whether bash has exited while its pipe is still open.
+_POLL_SECONDS = 0.05
+# A bound on bytes read after a timeout, in case a writer we could not kill keeps writing.
+_DRAIN_LIMIT = 1 << 20
+
+
+@attrs.define
+class _CappedText:
+    """Output decoded as it arrives: the first ``limit`` characters kept, the rest counted."""
+
+    limit: int
+    kept: list[str] = attrs.field(factory=list)
+    kept_chars: int = 0
+    dropped_chars: int = 0
+    decoder: codecs.IncrementalDecoder = attrs.field(
+        factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace")
+    )
+
+    def feed(self, chunk: bytes, *, final: bool = False) -> None:
+        text = self.decoder.decode(chunk, final=final)
+        room = self.limit - self.kept_chars
+        if room > 0:
+            self.kept.append(text[:room])
+            self.kept_chars += min(room, len(text))
+        self.dropped_chars += max(0, len(text) - max(room, 0))
+
+    def render(self) -> str:
+        self.feed(b"", final=True)
+        text = "".join(self.kept)
+        if self.dropped_chars:
+            return with_note(
+                text,
+                f"... [output truncated: {self.dropped_chars} more characters not shown; "
+                "redirect the output to a file and read parts of it, or filter it with "
+                "grep, head or tail]",
+            )
+        return text or "(no output)"
+
+
+@attrs.frozen
+class _Finish:
+    """How the watch over a running command ended."""
+
+    timed_out: bool = False
+    # bash exited, but something it started in the background still holds the output pipe.
+    detached: bool = False
+
+
+@attrs.frozen
+class BashTool:
+    """Runs one shell command in the work directory with a timeout and a cap on output."""
+
+    workdir: Workdir
+    #: Where commands run; by default ``workdir`` mode (or ``none`` for an unconfined workdir).
+    sandbox: Sandbox = attrs.field(
+        default=attrs.Factory(lambda self: _default_sandbox(self.workdir), takes_self=True),
+        kw_only=True,
+    )
+    default_timeout: float = attrs.field(default=120.0, kw_only=True)
+    max_timeout: float = attrs.field(default=600.0, kw_only=True)
+    max_output: int = attrs.field(default=50_000, kw_only=True)
+    # How long to keep reading after bash exits while a background process holds the pipe.
+    background_grace: float = attrs.field(default=1.0, kw_only=True)
+
+    @property
+    def name(self) -> str:
+        return "bash"
+
+    @property
+    def schema(self) -> JSONObject:
+        return {
+            "name": self.name,
+            "description": (
+                "Run a shell command with bash in the work directory and return its combined "
+                "stdout and stderr. Stdin is empty, so interactive programs get end-of-file. "
+                f"Output beyond {self.max_output} characters is cut. A non-zero exit status is "
+                "shown as [exit code N]. Every process the command starts, background ones "
+                "included, is stopped when the command ends: a server started here does not "
+                "outlive the call, so start it, use it and stop it within one command."
+            ),
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "description": "The command line to run."},
+                    "timeout": {
+                        "type": "integer",
+                        "description": (
+                            f"Seconds before the command and everything it started are killed "
+                            f"(default {self.default_timeout:g}, at most {self.max_timeout:g})."
+                        ),
+                    },
+                },
+                "required": ["command"],
+            },
+        }
+
+    def run(self, arguments: Mapping[str, Any]) -> ToolResult:
+        command = required(arguments, self.name, "command", str)
+        if not command.strip():
+            raise ToolError("Error: bash: field 'command' is empty; pass a command such as 'ls'")
+        if "\x00" in command:
+            raise ToolError("Error: bash: field 'command' contains a NUL byte; remove it")
+        timeout = self._timeout(optional(arguments, self.name, "timeout", int))
+        return self._execute(command, timeout)
+
+    def _timeout(self, requested: int | None) -> float:
+        if requested is None:
+            return min(self.default_timeout, self.max_timeout)
+        if requested <= 0:
+            raise ToolError(
+                f"Error: bash: field 'timeout' must be a positive number of seconds, "
+                f"got {requested}"
+            )
+        # Compared before converting: an integer past float range would raise OverflowError.
+        return float(min(requested, self.max_timeout))
+
+    def _execute(self, command: str, timeout: float) -> ToolResult:
+        argv, env = self.sandbox.command(command, os.environ)
+        if self.sandbox.mode != "bwrap":
+            # bwrap's pid namespace ends with the command; elsewhere a reaper does that job.
+            argv = with_reaper(argv)
+        try:
+            process = subprocess.Popen(
+                argv,
+                cwd=self.workdir.root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+                # Only setrlimit runs between fork and exec: no lock another thread could hold.
+                preexec_fn=functools.partial(apply_limits, self.sandbox.policy.limits),  # noqa: PLW1509
+            )
+        except OSError as error:
+            if error.errno == errno.E2BIG:
+                raise ToolError(
+                    f"Error: bash: field 'command' is too long for one command line "
+                    f"({len(command.encode('utf-8', 'replace'))} bytes); write the script to a "
+                    "file with write_file and run it with 'bash script.sh'"
+                ) from error
+            raise ToolError(f"Error: bash: cannot start bash: {error.strerror}") from error
+        assert process.stdout is not None  # guaranteed by stdout=PIPE
+        pipe = process.stdout
+        pipe_inode = os.fstat(pipe.fileno()).st_ino
+        output = _CappedText(self.max_output)
+        finish: _Finish | None = None
+        try:
+            finish = _watch(process, pipe.fileno(), output, timeout, self.background_grace)
+            if finish.timed_out:
+                kill_everything(process, pipe_inode)
+                _drain(pipe.fileno(), output)
+        finally:
+            # Background processes end with the command, in every mode; after a Ctrl-C too,
+            # which never reaches the command in its own session. A clean end (output closed,
+            # the reaper or bwrap's pid namespace gone) leaves nothing to look for.
+            if finish is None or finish.detached:
+                kill_everything(process, pipe_inode)
+            pipe.close()
+            _reap(process)
+        return self._result(finish, output, process.returncode, timeout)
+
+    def _result(
+        self, finish: _Finish, output: _CappedText, returncode: int | None, timeout: float
+    ) -> ToolResult:
+        text = output.render()
+        if finish.timed_out:
+            return error_result(
+                f"Error: command timed out after {timeout:g}s; it and every process it started "
+                f"were killed. Pass a larger timeout (at most {self.max_timeout:g}), or split "
+                "the work into shorter commands (background processes end with their command "
+                "too).\n"
+                f"Output before the timeout:\n{text}"
+            )
+        if finish.detached:
+            text = with_note(
+                text,
+                "[background processes still held the output when the command ended; they "
+                "were stopped: start, use and stop a server within one command]",
+            )
+        if returncode is not None and returncode < 0:
+            text = with_note(text, f"[terminated by signal {-returncode}]")
+        elif returncode:
+            text = with_note(text, f"[exit code {returncode}]")
+        return ToolResult(text)
+
+
+def _watch(
+    process: subprocess.Popen[bytes],
+    fd: int,
+    output: _CappedText,
+    timeout: float,
+    grace: float,
+) -> _Finish:
+    """Read the command's output until it exits and closes the pipe, or until the deadline."""
+    deadline = time.monotonic() + timeout
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if process.poll() is not None:
+                exited_at = now if exited_at is None else exited_at
+                if now - exited_at >= grace or now >= deadline:
+                    return _Finish(detached=True)
+            elif now >= deadline:
+                return _Finish(timed_out=True)
+            if not selector.select(min(deadline - now, _POLL_SECONDS)):
+                continue
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                break
+            output.feed(chunk)
+    # End of output: bash closed its stdout, though it may still be running without it.
+    try:
+        process.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return _Finish(timed_out=True)
+    return _Finish()
+
+
+def _drain(fd: int, output: _CappedText) -> None:
+    """Read what the killed command left in the pipe, without blocking on a survivor."""
+    drained = 0
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while drained < _DRAIN_LIMIT and selector.select(0):
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                return
+            drained += len(chunk)
+            output.feed(chunk)
+
+
+def _reap(process: subprocess.Popen[bytes]) -> None:
+    # One stuck in the kernel is left for Popen to reap later.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(5)
+
+
+def _default_sandbox(workdir: Workdir) -> Sandbox:
+    return Sandbox("workdir" if workdir.confined else "none", SandboxPolicy(workdir.root))

@@ -1,0 +1,100 @@
+"""The tool registry: the single door the loop dispatches model calls through.
+
+Whatever the model sends (an unknown tool, a list instead of an object, a wrong field type, a
+handler that blows up), the registry answers with a :class:`ToolResult` whose text starts with
+``Error:`` and says how to fix the call, and never raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from orchestrator.protocols import Approver, JSONObject, Tool, ToolError, ToolResult
+from orchestrator.tools.arguments import error_result, json_type, quoted, schema_problem
+from orchestrator.tools.secrets import redact, redactable
+
+#: Tools that change the machine; the registry asks the approver before running them.
+SIDE_EFFECT_TOOLS = frozenset({"bash", "write_file", "edit_file"})
+
+
+def _index_tools(tools: Iterable[Tool]) -> Mapping[str, Tool]:
+    index: dict[str, Tool] = {}
+    for tool in tools:
+        if tool.name in index:
+            raise ValueError(f"two tools are named {tool.name!r}")
+        index[tool.name] = tool
+    return MappingProxyType(index)
+
+
+@attrs.frozen
+class ToolRegistry:
+    """The tools the model may call, and the one place their calls are checked and run."""
+
+    _tools: Mapping[str, Tool] = attrs.field(converter=_index_tools)
+    approver: Approver | None = attrs.field(default=None, kw_only=True)
+    needs_approval: frozenset[str] = attrs.field(default=SIDE_EFFECT_TOOLS, kw_only=True)
+    #: Secret values the process holds (the API key, ``--env`` values): never in a result.
+    secrets: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=redactable)
+    # A tool's schema is fixed once it exists; built once here, not on every round.
+    _schemas: Mapping[str, JSONObject] = attrs.field(init=False)
+
+    @_schemas.default
+    def _build_schemas(self) -> Mapping[str, JSONObject]:
+        return MappingProxyType({name: tool.schema for name, tool in self._tools.items()})
+
+    @property
+    def schemas(self) -> list[JSONObject]:
+        return list(self._schemas.values())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def dispatch(self, name: str, arguments: object) -> ToolResult:
+        """Run one tool call; every failure comes back as an error result, never an exception."""
+        try:
+            result = self._dispatch(name, arguments)
+        except Exception as error:  # the loop must survive anything a tool does
+            result = error_result(f"Error: {name} failed: {type(error).__name__}: {error}")
+        if result.is_error and not result.text.startswith("Error:"):
+            result = error_result(f"Error: {result.text}")
+        return redact(result, self.secrets)
+
+    def _dispatch(self, name: str, arguments: object) -> ToolResult:
+        tool = self._tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            return error_result(
+                f"Error: unknown tool {quoted(str(name))}; "
+                f"available tools: {', '.join(self._tools)}"
+            )
+        schema: Mapping[str, Any] = self._schemas[name].get("input_schema", {})
+        if not isinstance(arguments, dict):
+            fields = ", ".join(schema.get("properties", {}))
+            return error_result(
+                f"Error: {name}: arguments must be a JSON object with fields {fields}; "
+                f"got {json_type(arguments)}"
+            )
+        problem = schema_problem(name, schema, arguments)
+        if problem:
+            return error_result(problem)
+        if (
+            name in self.needs_approval
+            and self.approver is not None
+            and not self.approver(name, arguments)
+        ):
+            return error_result(
+                f"Error: the user declined to run {name}; do not retry the same call, "
+                "ask the user what they want or take another approach"
+            )
+        try:
+            return tool.run(arguments)
+        except ToolError as error:
+            message = str(error)
+            return error_result(message if message.startswith("Error:") else f"Error: {message}")

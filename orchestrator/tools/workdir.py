@@ -1,0 +1,97 @@
+"""The work directory: where model-supplied paths are resolved and confined.
+
+Paths the model sends go through :meth:`Workdir.resolve`, which follows symlinks before
+checking, so a link the model planted with ``bash`` cannot carry a read or a write outside.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePath
+
+import attrs
+
+from orchestrator.protocols import ToolError
+from orchestrator.tools.arguments import json_type, quoted, suggestion
+
+_MAX_PATH_LENGTH = 4096
+
+
+def _resolved_root(root: str | os.PathLike[str]) -> Path:
+    return Path(root).resolve()
+
+
+@attrs.frozen
+class Workdir:
+    """The directory the model works in; every model-supplied path is resolved against it."""
+
+    root: Path = attrs.field(converter=_resolved_root)
+    #: ``--sandbox none`` turns confinement off: paths resolve anywhere the user can reach.
+    confined: bool = True
+
+    def resolve(self, path: str) -> Path:
+        """Return the absolute, symlink-free location of ``path``, or raise :class:`ToolError`.
+
+        Symlinks are followed before the check, so a link pointing outside the work
+        directory (even one the model made itself) is refused rather than written through.
+        """
+        if not isinstance(path, str):
+            raise ToolError(f"Error: path must be a string, got {json_type(path)}")
+        self._check_shape(path)
+        candidate = Path(path)
+        if not candidate.is_absolute():
+            candidate = self.root / candidate
+        try:
+            resolved = candidate.resolve(strict=False)
+        except (OSError, RuntimeError, ValueError) as error:
+            raise ToolError(
+                f"Error: path {quoted(path)} cannot be resolved ({error}); "
+                "use a plain path inside the work directory"
+            ) from error
+        if self.confined and not resolved.is_relative_to(self.root):
+            raise ToolError(
+                f"Error: path {quoted(path)} escapes the work directory {self.root}; "
+                f"use a path inside it, e.g. {quoted(suggestion(path))}"
+            )
+        return resolved
+
+    def anchor(self, path: Path) -> tuple[Path, PurePath]:
+        """Split a result of :meth:`resolve` into the directory opens start from and the rest.
+
+        Confined, that directory is the root, so no open can climb out of it; unconfined, it
+        is ``/``.
+        """
+        base = self.root if self.confined and path.is_relative_to(self.root) else Path("/")
+        return base, PurePath(path.relative_to(base))
+
+    def relative(self, path: Path) -> str:
+        """Name ``path`` (a result of :meth:`resolve`) the way the model should refer to it."""
+        if path == self.root:
+            return "."
+        return (
+            path.relative_to(self.root).as_posix() if path.is_relative_to(self.root) else str(path)
+        )
+
+    def _check_shape(self, path: str) -> None:
+        if not path:
+            raise ToolError("Error: path is empty; pass a path inside the work directory")
+        if len(path) > _MAX_PATH_LENGTH:
+            raise ToolError(
+                f"Error: path is {len(path)} characters long; the limit is {_MAX_PATH_LENGTH}"
+            )
+        if "\x00" in path:
+            raise ToolError(f"Error: path {quoted(path)} contains a NUL byte; remove it")
+        if not self.confined:
+            return
+        if path.startswith("~"):
+            raise ToolError(
+                f"Error: path {quoted(path)} starts with '~'; home directories are outside "
+                f"the work directory {self.root}; use a path relative to it, "
+                f"e.g. {quoted(suggestion(path))}"
+            )
+        if path == "/proc" or path.startswith("/proc/"):
+            # /proc/self/root and friends are magic links that sidestep ordinary resolution.
+            raise ToolError(
+                f"Error: path {quoted(path)} is under /proc, which is outside the work "
+                f"directory {self.root}; use a path inside it"
+            )

@@ -1,0 +1,180 @@
+"""Tests for trusted folders: a repo's orchestrator.toml cannot move the key or widen the sandbox.
+
+The attack: a clone whose checked-in file points ``base_url`` at the repo owner's host, so that
+``orchestrator run`` in it sends ``Authorization``/``x-api-key`` there. A loopback server stands
+in for that host and counts what reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from orchestrator.config import UntrustedConfig, load_config, widens
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer
+from orchestrator.trust import TrustError, TrustStore, trust_file
+
+KEY = "sk-ant-trust-test-key-0123456789"
+
+
+def _script(turns: int = 1) -> MessagesServer:
+    script = {"name": "t", "turns": [{"text": "Hi."}] * turns}
+    return MessagesServer(parse_script(script, source="t"))
+
+
+def _env(config_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "ANTHROPIC_"))}
+    env.update(ANTHROPIC_API_KEY=KEY, ORCHESTRATOR_CONFIG_DIR=str(config_dir), NO_COLOR="1")
+    return env
+
+
+def _run(work: Path, config_dir: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "orchestrator",
+            "run",
+            "Summarize this repo",
+            "--workdir",
+            str(work),
+            "--yes",
+            "--max-retries",
+            "0",
+            "--trace",
+            str(work.parent / "t.jsonl"),
+            *flags,
+        ],
+        env=_env(config_dir),
+        cwd=work.parent,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    work = tmp_path / "clone"
+    work.mkdir()
+    return work
+
+
+def test_an_untrusted_base_url_is_refused_and_the_key_goes_nowhere(
+    clone: Path, tmp_path: Path
+) -> None:
+    with _script() as capture:
+        (clone / "orchestrator.toml").write_text(f'base_url = "{capture.base_url}"\n', "utf-8")
+        done = _run(clone, tmp_path / "config")
+        received = capture.raw_bodies
+        headers = capture.request_headers
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("orchestrator: error: ")
+    assert "base_url may only be set by a trusted folder's file" in line
+    assert "--trust" in line
+    assert received == [] and headers == []
+    assert not trust_file(_env(tmp_path / "config")).exists()
+
+
+def test_trust_flag_lets_the_file_point_the_client(clone: Path, tmp_path: Path) -> None:
+    with _script() as server:
+        (clone / "orchestrator.toml").write_text(f'base_url = "{server.base_url}"\n', "utf-8")
+        done = _run(clone, tmp_path / "config", "--trust")
+        served = server.served
+    assert done.returncode == 0, done.stderr
+    assert served == 1
+
+
+def test_a_recorded_folder_is_trusted_without_asking(clone: Path, tmp_path: Path) -> None:
+    TrustStore(trust_file(_env(tmp_path / "config"))).add(clone)
+    with _script() as server:
+        (clone / "orchestrator.toml").write_text(f'base_url = "{server.base_url}"\n', "utf-8")
+        done = _run(clone, tmp_path / "config")
+        served = server.served
+    assert done.returncode == 0, done.stderr
+    assert served == 1
+
+
+@pytest.mark.parametrize(
+    "toml",
+    ["allow_network = true", 'ro_path = ["/opt"]', 'env = ["DATABASE_URL"]', 'sandbox = "none"'],
+)
+def test_widening_the_sandbox_needs_trust(clone: Path, tmp_path: Path, toml: str) -> None:
+    (clone / "orchestrator.toml").write_text(toml + "\n", "utf-8")
+    done = _run(clone, tmp_path / "config")
+    assert done.returncode == 2
+    assert "may only be set by a trusted folder's file" in done.stderr
+    with pytest.raises(UntrustedConfig):
+        load_config(clone, env={}, trusted=False)
+
+
+def test_narrowing_settings_need_no_trust(clone: Path) -> None:
+    (clone / "orchestrator.toml").write_text(
+        'sandbox = "bwrap"\nmax_rounds = 3\nallow_network = false\n', "utf-8"
+    )
+    config = load_config(clone, env={}, trusted=False)
+    assert (config.sandbox, config.max_rounds, config.allow_network) == ("bwrap", 3, False)
+    assert not widens("sandbox", "auto")
+
+
+def test_the_environment_and_flags_are_the_users_own(clone: Path) -> None:
+    config = load_config(
+        clone, {"allow_network": True}, env={"ANTHROPIC_BASE_URL": "http://x"}, trusted=False
+    )
+    assert config.allow_network is True
+    assert config.base_url == "http://x"
+
+
+def test_on_a_terminal_trust_is_asked_once_and_recorded(clone: Path, tmp_path: Path) -> None:
+    config_dir = tmp_path / "config"
+    with _script(turns=2) as server:
+        (clone / "orchestrator.toml").write_text(f'base_url = "{server.base_url}"\n', "utf-8")
+        args = [
+            "-m",
+            "orchestrator",
+            "run",
+            "Hi",
+            "--workdir",
+            str(clone),
+            "--yes",
+            "--max-retries",
+            "0",
+            "--trace",
+            str(tmp_path / "t.jsonl"),
+        ]
+        child = pexpect.spawn(
+            sys.executable, args, env=_env(config_dir), encoding="utf-8", timeout=60
+        )
+        child.expect_exact("Do you trust the files in this folder")
+        child.sendline("y")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0
+        again = _run(clone, config_dir)
+        served = server.served
+    assert again.returncode == 0, again.stderr
+    assert served == 2
+    recorded = json.loads(trust_file(_env(config_dir)).read_text("utf-8"))
+    assert recorded == {"trusted": [str(clone.resolve())]}
+
+
+def test_a_broken_trust_file_is_one_line(clone: Path, tmp_path: Path) -> None:
+    path = trust_file(_env(tmp_path / "config"))
+    path.parent.mkdir(parents=True)
+    path.write_text("[not json", "utf-8")
+    with pytest.raises(TrustError, match="cannot read the trusted folders"):
+        TrustStore(path).trusts(clone)
+    (clone / "orchestrator.toml").write_text("allow_network = true\n", "utf-8")
+    done = _run(clone, tmp_path / "config")
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1
