@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import click
 
+from orchestrator.board_file import BoardFileError, keep_file, open_board
 from orchestrator.config import Config, ConfigError, UntrustedConfig, load_config
 from orchestrator.console import View, choose_view, print_timeline
 from orchestrator.context import ContextManager, resolve_limits
@@ -96,6 +97,7 @@ _FLAG_SETTINGS = (
     "compaction",
     "thinking",
     "effort",
+    "board",
 )
 
 
@@ -148,6 +150,12 @@ def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[.
             "--thinking", default=None, metavar="adaptive|off|N", help="Extended thinking [off]."
         ),
         click.option("--effort", type=click.Choice(["low", "medium", "high", "max"]), default=None),
+        click.option(
+            "--board",
+            type=click.Path(dir_okay=False),
+            default=None,
+            help="Keep the plan in this JSON file: loaded at start, written after each update.",
+        ),
     ]
     if trace:
         options.insert(1, click.option("--trace", type=click.Path(dir_okay=False, path_type=Path)))
@@ -250,12 +258,17 @@ def run(task: str, replay_model: Path | None, **kwargs: Any) -> int:
 @_shared_options(trace=False)
 def resume(trace: Path, **kwargs: Any) -> int:
     """Continue an interrupted or failed run from TRACE, appending to the same trace."""
-    rebuilt = rebuild(_read_trace(trace))
+    try:
+        rebuilt = rebuild(_read_trace(trace))
+    except TraceError as error:
+        raise InputError(str(error)) from None
     if rebuilt.status == "done":
         raise InputError(f"{trace}: that run finished (done); there is nothing to resume")
     if rebuilt.settings.workdir and kwargs["workdir"] == Path("."):
         kwargs["workdir"] = Path(rebuilt.settings.workdir)
     options = attrs.evolve(_options(**kwargs), trace=trace)
+    if options.config.board is not None:  # the trace holds the plan; the file follows it
+        keep_file(rebuilt.board, Path(options.config.board), _warn)
     max_rounds = rebuilt.last_round + options.config.max_rounds
     session = _Session(
         options,
@@ -657,7 +670,19 @@ def _compaction_mode(limits: ModelLimits, config: Config) -> str:
 
 
 def _new_board(config: Config) -> PlanBoard:
-    return PlanBoard(limit=config.plan_limit, policy=EdgePolicy(config.plan_policy))
+    policy = EdgePolicy(config.plan_policy)
+    if config.board is None:
+        return PlanBoard(limit=config.plan_limit, policy=policy)
+    try:
+        return open_board(
+            Path(config.board), limit=config.plan_limit, policy=policy, on_write_error=_warn
+        )
+    except BoardFileError as error:
+        raise InputError(str(error)) from None
+
+
+def _warn(message: str) -> None:
+    click.echo(f"orchestrator: warning: {message}", err=True)
 
 
 def _run_once(session: _Session, task: str | None) -> int:

@@ -144,6 +144,7 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting("reminder_threshold", _positive_int, 3, ("ORCHESTRATOR_REMINDER_THRESHOLD",)),
     _Setting("plan_limit", _positive_int, 20, ("ORCHESTRATOR_PLAN_LIMIT",)),
     _Setting("plan_policy", _choice("strict", "lenient"), "strict", ("ORCHESTRATOR_PLAN_POLICY",)),
+    _Setting("board", _text, None, ("ORCHESTRATOR_BOARD",)),
     _Setting(
         "sandbox", _choice("auto", "bwrap", "workdir", "none"), "auto", ("ORCHESTRATOR_SANDBOX",)
     ),
@@ -164,8 +165,12 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting("api_key", _text, None, ("ANTHROPIC_API_KEY",), secret=True),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
-#: Settings a config file may not hold: a key in a file checked into a repo is a leak.
-_NOT_IN_FILE = frozenset({"api_key"})
+#: Settings a config file may not hold, and why: a key in a file checked into a repo is a
+#: leak, and a repo must not choose a path outside it for orchestrator to overwrite.
+_NOT_IN_FILE: Mapping[str, str] = {
+    "api_key": "use ANTHROPIC_API_KEY",
+    "board": "pass --board or set ORCHESTRATOR_BOARD",
+}
 
 
 def widens(name: str, value: object) -> bool:
@@ -277,7 +282,7 @@ def _read_file(path: Path) -> tuple[Mapping[str, Any], str]:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     for key in data:
         if key in _NOT_IN_FILE:
-            raise ConfigError(f"{path}: {key} does not belong in a file; use ANTHROPIC_API_KEY")
+            raise ConfigError(f"{path}: {key} does not belong in a file; {_NOT_IN_FILE[key]}")
         if key not in _BY_NAME:
             known = ", ".join(s.name for s in SETTINGS if s.name not in _NOT_IN_FILE)
             raise ConfigError(f"{path}: unknown setting {key!r}; known settings: {known}")

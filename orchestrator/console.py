@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.guard import describe_arguments
-from orchestrator.plan import PlanItem, Status, items_from_dicts, render_items
+from orchestrator.plan import PlanItem, Status, item_annotations, items_from_dicts, render_items
 
 if TYPE_CHECKING:
     from orchestrator.replay import RoundSummary
@@ -91,6 +91,8 @@ class _EventLines:
             if not ok and first_line:
                 out.append(("    " + first_line, "red dim"))
             return out
+        if name == "plan.updated" and event.get("explanation"):
+            return [("✎ " + " ".join(str(event["explanation"]).split()), "italic")]
         if name == "audit.reminder":
             text = f"⚑ reminder: the plan has not changed for {event['rounds_since_update']} rounds"
             return [(text, "bold yellow")]
@@ -405,9 +407,10 @@ def plan_panel(items: Sequence[PlanItem], spinner: Spinner | None = None) -> Pan
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=3)
     grid.add_column()
+    status_of = {item.id: item.status for item in items}
     for item in items:
         style = _STYLES[item.status]
-        label = Text(f"#{item.id}: {item.text}", style=style)
+        label = Text(f"#{item.id}: {item.text}{item_annotations(item, status_of)}", style=style)
         if item.status == Status.IN_PROGRESS:
             activity: RenderableType = Text(item.active_form or "working", style="cyan")
             if spinner is not None:

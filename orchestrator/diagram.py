@@ -370,8 +370,10 @@ edges that run visited highlighted and each edge that fired labelled with its co
 ```
 
 Every todo item is a model of one shared item machine and starts `pending`. `start` moves an
-item to `in_progress`; its guard `no_other_item_in_progress` looks at the whole board, so at
-most one item is ever in progress. `complete` takes an `in_progress` item to `completed`, and
+item to `in_progress` under two guards: `no_other_item_in_progress` looks at the whole board,
+so at most one item is ever in progress, and `dependencies_completed` holds only when every item
+the item's `blocked_by` names is `completed` (a cancelled blocker still blocks until the
+dependency is dropped). `complete` takes an `in_progress` item to `completed`, and
 `pause` puts it back to `pending`. `cancel` takes a `pending` or `in_progress` item to
 `cancelled`; it also fires for the unfinished items a full rewrite of the list leaves out.
 `completed` and `cancelled` are final: no edge leaves them, so finished work is never reopened,

@@ -25,7 +25,7 @@ from orchestrator.context.follow import OVERFLOW_STOP, ConversationFollower, Sum
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState
-from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, TodoTool, table_edges
+from orchestrator.plan import ITEM_TRANSITIONS, PlanBoard, PlanConfigError, TodoTool, table_edges
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
 from orchestrator.tools import ToolRegistry
 from orchestrator.trace import TRACE_FORMAT
@@ -304,10 +304,7 @@ class Replay:
     def _on_run_started(self, line: TraceLine) -> Divergence | None:
         event = line.event
         if self._board is None:
-            plan = event.get("plan") or {}
-            self._board = PlanBoard(
-                limit=int(plan.get("limit", 20)), policy=EdgePolicy(plan.get("policy", "strict"))
-            )
+            self._board = _board_at(event, self.trace, line.number)
             self._board.subscribe(self._collector.plan_record)
             # Through a registry, as in a run: a call it refuses never reaches the board.
             self._todo = ToolRegistry([TodoTool(self._board)])
@@ -542,7 +539,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         name = line.name
         try:
             follower.feed(event)
-        except SummaryMissing as error:
+        except (SummaryMissing, PlanConfigError) as error:
             raise TraceError(f"{trace.path}:{line.number}: {error}") from None
         if name == "run.started":
             settings = LoopSettings(**event["settings"])
@@ -576,9 +573,15 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
 
 
 def _board_from(plan: Mapping[str, Any]) -> PlanBoard:
-    return PlanBoard(
-        limit=int(plan.get("limit", 20)), policy=EdgePolicy(plan.get("policy", "strict"))
-    )
+    """A fresh board as the run's ``run.started`` recorded it (limit, policy, loaded items)."""
+    return PlanBoard.from_config(plan)
+
+
+def _board_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> PlanBoard:
+    try:
+        return _board_from(event.get("plan") or {})
+    except PlanConfigError as error:
+        raise TraceError(f"{trace.path}:{number}: {error}") from None
 
 
 class ReplayModel:

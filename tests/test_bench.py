@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.bench import _figures
 from orchestrator.bench._figures import QUICK, Sizes
+from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._timing import Found
 from orchestrator.bench._workload import (
     BENCH_TASK,
@@ -53,6 +54,7 @@ TARGETED = {
     "replay_vs_parse_ratio",
     "plan_scaling_exponent",
     "plan_scaling_exponent_1000",
+    "plan_deps_scaling_exponent",
     "cached_input_share",
     "input_cost_ratio",
     "update_output_chars_merge",
@@ -68,6 +70,7 @@ FIGURES = TARGETED | {
     "overhead_ratio",
     "us_per_round_ours",
     "us_per_round_baseline",
+    "plan_update_us_20_deps",
     "us_per_sdk_call",
     "long_run_cache_read_share",
     "long_run_unmanaged_refused_at_round",
@@ -373,6 +376,13 @@ def _hoarding_replay(monkeypatch: pytest.MonkeyPatch) -> None:
         # An exponent moves by adding: a quadratic cost added on top lifts it by about one half.
         pytest.param(
             _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, None, id="plan"
+        ),
+        pytest.param(
+            measure_plan_dependencies,
+            "plan_deps_scaling_exponent",
+            _quadratic_plan,
+            None,
+            id="plan-deps",
         ),
     ],
 )

@@ -387,6 +387,32 @@ def test_reminder_timeline_follows_the_seeds(tmp_path: Path) -> None:
     assert [len(_reminders(request)) for request in run.requests[1:4]] == [0, 0, 0]
 
 
+def test_reminder_names_the_next_ready_item_of_a_plan_with_dependencies(tmp_path: Path) -> None:
+    plan = {
+        "items": [
+            {"id": "1", "text": "Write the notes", "status": "in_progress"},
+            {"id": "2", "text": "Check the notes", "status": "pending", "blocked_by": ["1"]},
+            {"id": "3", "text": "Tidy up", "status": "pending"},
+        ]
+    }
+    run = _run(
+        tmp_path,
+        _script(
+            _call("todo", plan),
+            _bash("echo one"),
+            _bash("echo two"),
+            _bash("echo three"),
+            {"text": "Done.", "expect_reminder": True},
+        ),
+    )
+    (reminder,) = _reminders(run.requests[-1])
+    assert reminder.endswith(
+        "[ ] #2: Check the notes (blocked by #1)\n[ ] #3: Tidy up\n\n(0/3 completed)"
+        "\nNext ready: #3"
+    )
+    assert run.named("audit.reminder")[0]["plan"].endswith("Next ready: #3")
+
+
 def test_reminder_goes_after_every_tool_result_of_the_round(tmp_path: Path) -> None:
     run = _run(
         tmp_path,

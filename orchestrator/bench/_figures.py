@@ -23,6 +23,7 @@ import attrs
 from transitions import Machine
 
 from orchestrator.bench import _floors
+from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._sandbox import sandbox_cost
 from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
 from orchestrator.bench._workload import (
@@ -557,6 +558,7 @@ MEASURES = (
     _live_view,
     _trace,
     _plan_scaling,
+    measure_plan_dependencies,
     _machine_sharing,
     _replay,
     _prompt_cache,
