@@ -325,7 +325,7 @@ def _slow_loop_step(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _summary_growing_with_the_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
-    cost = lambda _self, body: 20e-6 * len(body["messages"])  # noqa: E731
+    cost = lambda _self, body: 60e-6 * len(body["messages"])  # noqa: E731
     monkeypatch.setattr(Conversation, "summary", _burning_first(Conversation.summary, cost))
 
 
