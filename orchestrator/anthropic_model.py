@@ -19,7 +19,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from orchestrator.protocols import ModelError, ModelTurn
+from orchestrator.protocols import ContextTooLong, ModelError, ModelLimits, ModelTurn
 
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT = 600.0
@@ -27,6 +27,10 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_READ_TIMEOUT = 120.0
 #: Error events inside a started stream that are worth asking again, as a 529 or 5xx would be.
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
+#: The beta a request with server-side compaction (``context_management``) must name.
+COMPACTION_BETA = "compact-2026-01-12"
+#: How the service words a refusal of a request longer than the window (a 400).
+_TOO_LONG = "prompt is too long"
 _USAGE_KEYS = (
     "input_tokens",
     "output_tokens",
@@ -65,10 +69,43 @@ class AnthropicModel:
             max_retries=max_retries,
             timeout=limits,
         )
+        self._limits: dict[str, ModelLimits] = {}
 
     @property
     def name(self) -> str:
         return "anthropic"
+
+    def limits(self, model: str) -> ModelLimits:
+        """The model's window, output cap and capabilities from ``models.retrieve``, cached.
+
+        Raises :class:`ModelError` saying why when the endpoint fails or does not know the
+        model, or answers without a window.
+        """
+        if model in self._limits:
+            return self._limits[model]
+        try:
+            # One retry at most: a gateway without the Models API should not delay the start,
+            # the fallback window is logged and good enough.
+            info = self.client.with_options(max_retries=min(1, self.max_retries)).models.retrieve(
+                model
+            )
+        except anthropic.APIStatusError as error:
+            kind, message = _error_detail(error)
+            raise ModelError(
+                f"models.retrieve({model!r}) answered {error.status_code} ({kind}): {message}"
+            ) from None
+        except anthropic.APIConnectionError as error:
+            raise ModelError(f"models.retrieve({model!r}) failed: {error}") from None
+        if not info.max_input_tokens:
+            raise ModelError(f"models.retrieve({model!r}) gave no max_input_tokens")
+        capabilities = info.capabilities.model_dump(mode="json") if info.capabilities else {}
+        limits = ModelLimits(
+            max_input_tokens=info.max_input_tokens,
+            max_tokens=info.max_tokens,
+            capabilities=capabilities,
+        )
+        self._limits[model] = limits
+        return limits
 
     def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
         for attempt in range(self.max_retries + 1):
@@ -82,6 +119,8 @@ class AnthropicModel:
                 on_text("\n[the response broke off; asking again]\n")
             except anthropic.APIStatusError as error:
                 model = str(request.get("model", ""))
+                if error.status_code in (400, 413) and _TOO_LONG in _error_detail(error)[1]:
+                    raise ContextTooLong(_describe_status(error, self.max_retries, model)) from None
                 raise ModelError(_describe_status(error, self.max_retries, model)) from None
             except anthropic.APIConnectionError as error:
                 raise ModelError(
@@ -90,8 +129,14 @@ class AnthropicModel:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _stream_once(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
+        beta = "context_management" in request
         try:
-            with self.client.messages.stream(**request) as stream:
+            opened: Any = (
+                self.client.beta.messages.stream(**request, betas=[COMPACTION_BETA])
+                if beta
+                else self.client.messages.stream(**request)
+            )
+            with opened as stream:
                 kind = stream.response.headers.get("content-type", "")
                 if "text/event-stream" not in kind:
                     final = _plain_message(stream.response.read(), kind)
@@ -112,7 +157,7 @@ class AnthropicModel:
             raise
         usage = final.usage.model_dump(exclude_none=True)
         return ModelTurn(
-            content=tuple(b.model_dump(mode="json", exclude_none=True) for b in final.content),
+            content=tuple(_block_json(b) for b in final.content),
             stop_reason=str(final.stop_reason),
             usage={k: int(usage[k]) for k in _USAGE_KEYS if isinstance(usage.get(k), int)},
             model=final.model,
@@ -136,6 +181,13 @@ def _plain_message(body: bytes, kind: str) -> anthropic.types.Message:
 
 def _text_of(message: anthropic.types.Message) -> str:
     return "".join(block.text for block in message.content if block.type == "text")
+
+
+def _block_json(block: Any) -> dict[str, Any]:
+    """A content block as plain JSON; a compaction block exactly as it came, nulls included."""
+    if block.type == "compaction":
+        return dict(block.model_dump(mode="json", exclude_unset=True))
+    return dict(block.model_dump(mode="json", exclude_none=True))
 
 
 class _StreamCut(Exception):

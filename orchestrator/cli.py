@@ -30,6 +30,7 @@ from orchestrator.approval import (
     asks_about,
     no_terminal_notice,
 )
+from orchestrator.board_file import BoardFileError, keep_file, open_board
 from orchestrator.config import (
     SETTINGS,
     Choice,
@@ -39,13 +40,14 @@ from orchestrator.config import (
     load_config,
 )
 from orchestrator.console import View, choose_view, print_timeline
+from orchestrator.context import ContextManager, resolve_limits
 from orchestrator.conversation import Conversation
 from orchestrator.eval.command import eval_group
 from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
 from orchestrator.pricing import UsageTotals
-from orchestrator.protocols import Model
+from orchestrator.protocols import Model, ModelLimits
 from orchestrator.replay import (
     RebuiltRun,
     Replay,
@@ -356,7 +358,10 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
             raise InputError(f"no sessions for {workdir} yet; see `orchestrator sessions`")
     elif trace is None:
         raise InputError("give the session's TRACE, or --last for the newest one here")
-    rebuilt = rebuild(_read_trace(trace))
+    try:
+        rebuilt = rebuild(_read_trace(trace))
+    except TraceError as error:
+        raise InputError(str(error)) from None
     if rebuilt.status == "done" and not (instruction and instruction.strip()):
         raise InputError(
             f"{trace}: that run finished (done); give the next instruction: "
@@ -369,6 +374,8 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
         check_trace_appendable(trace)
     except SessionError as error:
         raise InputError(str(error)) from None
+    if options.config.board is not None:  # the trace holds the plan; the file follows it
+        keep_file(rebuilt.board, Path(options.config.board), _warn)
     max_rounds = rebuilt.last_round + options.config.max_rounds
     session = _Session(
         options,
@@ -738,6 +745,7 @@ class _Session:
         if resumed is not None:
             self._first_round, self._stale = resumed.last_round, resumed.rounds_since_update
         say = _stderr_if(options.machine_output)
+        limits = _limits(self.model, config)
         settings = self.settings
         if settings is None:
             instructions = load_instructions(options.workdir)
@@ -751,6 +759,10 @@ class _Session:
                 reminder_threshold=config.reminder_threshold,
                 trace_requests=options.trace_requests,
                 workdir=str(options.workdir),
+                context_window=limits.max_input_tokens,
+                compaction=_compaction_mode(limits, config),
+                thinking=config.thinking,
+                effort=config.effort,
             )
         path = options.trace
         try:
@@ -804,6 +816,17 @@ class _Session:
             settings=settings,
             on_text=self.view.on_text,
             conversation=self.conversation,
+            context=ContextManager(
+                settings.context_window,
+                model=settings.model,
+                mode=settings.compaction,
+                summary_max_tokens=min(4096, settings.max_tokens),
+                origin={
+                    "max_tokens": limits.max_tokens,
+                    "source": limits.source,
+                    "reason": limits.reason,
+                },
+            ),
         )
         return self._loop
 
@@ -900,8 +923,76 @@ def _secret_values(config: Config) -> list[str]:
     return found
 
 
+def _limits(model: Model, config: Config) -> ModelLimits:
+    """The model's limits, and a usage error for a setting the model cannot honour."""
+    thinking = config.thinking
+    if thinking not in ("off", "adaptive") and int(thinking) >= config.max_tokens:
+        raise InputError(
+            f"--thinking {thinking}: the budget must be below --max-tokens ({config.max_tokens})"
+        )
+    limits = resolve_limits(
+        model, config.model, config.context_window, config.sources["context_window"]
+    )
+    for problem in _unsupported(limits, config):
+        raise InputError(problem)
+    return limits
+
+
+def _unsupported(limits: ModelLimits, config: Config) -> list[str]:
+    """What the model's advertised capabilities refuse (nothing when they are unknown)."""
+    if not limits.capabilities:
+        if config.compaction == "server":
+            return [f"--compaction server: {limits.reason or 'the model has no capabilities'}"]
+        return []
+    problems = []
+    thinking, name = config.thinking, config.model
+    if thinking == "adaptive" and not limits.supports("thinking", "types", "adaptive"):
+        problems.append(f"--thinking adaptive: {name} does not support adaptive thinking")
+    budget = thinking not in ("off", "adaptive")
+    if budget and not limits.supports("thinking", "types", "enabled"):
+        problems.append(
+            f"--thinking {thinking}: {name} does not take a thinking budget; "
+            "try --thinking adaptive"
+        )
+    if config.effort is not None and not limits.supports("effort", config.effort):
+        problems.append(f"--effort {config.effort}: {name} does not support it")
+    if config.compaction == "server" and not _server_compaction(limits):
+        problems.append(
+            f"--compaction server: {name} does not advertise server-side compaction "
+            "(compact_20260112); use --compaction client"
+        )
+    if limits.max_tokens is not None and config.max_tokens > limits.max_tokens:
+        problems.append(
+            f"--max-tokens {config.max_tokens}: {name} allows at most {limits.max_tokens}"
+        )
+    return problems
+
+
+def _server_compaction(limits: ModelLimits) -> bool:
+    return limits.supports("context_management", "compact_20260112")
+
+
+def _compaction_mode(limits: ModelLimits, config: Config) -> str:
+    """``auto`` becomes ``server`` where the model advertises it, ``client`` elsewhere."""
+    if config.compaction == "auto":
+        return "server" if _server_compaction(limits) else "client"
+    return str(config.compaction)
+
+
 def _new_board(config: Config) -> PlanBoard:
-    return PlanBoard(limit=config.plan_limit, policy=EdgePolicy(config.plan_policy))
+    policy = EdgePolicy(config.plan_policy)
+    if config.board is None:
+        return PlanBoard(limit=config.plan_limit, policy=policy)
+    try:
+        return open_board(
+            Path(config.board), limit=config.plan_limit, policy=policy, on_write_error=_warn
+        )
+    except BoardFileError as error:
+        raise InputError(str(error)) from None
+
+
+def _warn(message: str) -> None:
+    click.echo(f"orchestrator: warning: {message}", err=True)
 
 
 def _run_once(session: _Session, task: str | None) -> int:

@@ -66,6 +66,25 @@ def _positive_float(value: object) -> float:
     return number
 
 
+def _thinking(value: object) -> str:
+    if isinstance(value, str) and value.strip().lower() in ("adaptive", "off"):
+        return value.strip().lower()
+    try:
+        budget = _integer(value)
+    except ValueError:
+        raise ValueError("adaptive, off, or a budget of at least 1024 tokens") from None
+    if budget < 1024:
+        raise ValueError("adaptive, off, or a budget of at least 1024 tokens")
+    return str(budget)
+
+
+def _window(value: object) -> int:
+    number = _integer(value)
+    if number < 1000:
+        raise ValueError("a number of tokens, at least 1000")
+    return number
+
+
 def _text(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("a non-empty string")
@@ -245,6 +264,41 @@ SETTINGS: tuple[_Setting, ...] = (
         help="lenient lets one update walk pending → in_progress → completed.",
     ),
     _Setting(
+        "board",
+        _text,
+        None,
+        ("ORCHESTRATOR_BOARD",),
+        help="Keep the plan in this JSON file: loaded at start, written after each update.",
+    ),
+    _Setting(
+        "context_window",
+        _window,
+        None,
+        ("ORCHESTRATOR_CONTEXT_WINDOW",),
+        help="The model's input window in tokens [asked of the Models API].",
+    ),
+    _Setting(
+        "compaction",
+        _choice("auto", "client", "server", "off"),
+        "auto",
+        ("ORCHESTRATOR_COMPACTION",),
+        help="How the context is kept inside the window: auto, client, server or off.",
+    ),
+    _Setting(
+        "thinking",
+        _thinking,
+        "off",
+        ("ORCHESTRATOR_THINKING",),
+        help="Extended thinking: adaptive, off, or a token budget N.",
+    ),
+    _Setting(
+        "effort",
+        _choice("low", "medium", "high", "max"),
+        None,
+        ("ORCHESTRATOR_EFFORT",),
+        help="Effort level the model is asked for (low, medium, high, max).",
+    ),
+    _Setting(
         "approval",
         _choice("ask", "edits", "auto", "deny"),
         "ask",
@@ -321,8 +375,12 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
-#: Settings a config file may not hold: a key in a file checked into a repo is a leak.
-_NOT_IN_FILE = frozenset(setting.name for setting in SETTINGS if setting.secret)
+#: Settings a config file may not hold, and why: a key in a file checked into a repo is a
+#: leak, and a repo must not choose a path outside it for orchestrator to overwrite.
+_NOT_IN_FILE: Mapping[str, str] = {
+    **{s.name: f"use {s.env[0]}" for s in SETTINGS if s.secret},
+    "board": "pass --board or set ORCHESTRATOR_BOARD",
+}
 
 
 def widens(name: str, value: object) -> bool:
@@ -458,8 +516,7 @@ def _read_file(path: Path) -> tuple[Mapping[str, Any], str]:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     for key in data:
         if key in _NOT_IN_FILE:
-            variable = _BY_NAME[key].env[0]
-            raise ConfigError(f"{path}: {key} does not belong in a file; use {variable}")
+            raise ConfigError(f"{path}: {key} does not belong in a file; {_NOT_IN_FILE[key]}")
         if key not in _BY_NAME:
             known = ", ".join(s.name for s in SETTINGS if s.name not in _NOT_IN_FILE)
             raise ConfigError(f"{path}: unknown setting {key!r}; known settings: {known}")

@@ -30,7 +30,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.guard import describe_arguments
-from orchestrator.plan import PlanItem, Status, items_from_dicts, render_items
+from orchestrator.plan import PlanItem, Status, item_annotations, items_from_dicts, render_items
 
 if TYPE_CHECKING:
     from orchestrator.replay import RoundSummary
@@ -118,6 +118,8 @@ class _EventLines:
             shown = output_preview(str(event["output"]), head=self._head, tail=self._tail)
             out.extend(("    │ " + line, "dim" if ok else "red dim") for line in shown)
             return out
+        if name == "plan.updated" and event.get("explanation"):
+            return [("✎ " + " ".join(str(event["explanation"]).split()), "italic")]
         if name == "audit.reminder":
             text = f"⚑ reminder: the plan has not changed for {event['rounds_since_update']} rounds"
             return [(text, "bold yellow")]
@@ -133,7 +135,19 @@ class _EventLines:
                 f"{usage.get('cache_read_input_tokens', 0)} cache read · "
                 f"{usage.get('cache_creation_input_tokens', 0)} cache write"
             )
-            return [(text, "dim")]
+            if event.get("context_window"):
+                share = 100 * int(event.get("context_tokens", 0)) // int(event["context_window"])
+                text += f" · ctx {share}% of {_thousands(int(event['context_window']))}"
+            return [*_thinking_lines(event.get("content") or ()), (text, "dim")]
+        if name == "context.cleared":
+            text = f"⌫ cleared {event['blocks']} old tool results ({event['tokens_freed']} tokens)"
+            return [(text, "cyan")]
+        if name == "context.compacted":
+            text = (
+                f"⌫ compacted the conversation: {event['tokens_before']} → "
+                f"{event['tokens_after']} tokens, {event['messages_kept']} messages kept"
+            )
+            return [(text, "cyan")]
         if name == "run.finished":
             text = f"run {event['status']} after {event['rounds']} rounds"
             if event.get("reason"):
@@ -196,6 +210,29 @@ class PlainView:
 
 #: A CSI sequence, or any other escape, as the model or a tool might send them.
 _ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])?")
+
+
+def _thousands(tokens: int) -> str:
+    return f"{tokens // 1000}k" if tokens >= 1000 else str(tokens)
+
+
+def _thinking_lines(content: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Thinking blocks folded to one dim line each: the model's notes, not its answer."""
+    lines = []
+    for block in content:
+        if block.get("type") == "thinking":
+            text = str(block.get("thinking", ""))
+            first = text.strip().splitlines()[0] if text.strip() else ""
+            shown = first if len(first) <= 60 else first[:59] + "…"
+            lines.append((f"∴ thinking ({len(text)} chars): {shown}", "dim italic"))
+        elif block.get("type") == "redacted_thinking":
+            lines.append(("∴ thinking (redacted)", "dim italic"))
+        elif block.get("type") == "compaction":
+            summary = str(block.get("content") or "")
+            lines.append(
+                (f"⌫ the server compacted the conversation ({len(summary)} chars)", "cyan")
+            )
+    return lines
 
 
 def _indent(text: str) -> str:
@@ -431,9 +468,10 @@ def plan_panel(items: Sequence[PlanItem], spinner: Spinner | None = None) -> Pan
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=3)
     grid.add_column()
+    status_of = {item.id: item.status for item in items}
     for item in items:
         style = _STYLES[item.status]
-        label = Text(f"#{item.id}: {item.text}", style=style)
+        label = Text(f"#{item.id}: {item.text}{item_annotations(item, status_of)}", style=style)
         if item.status == Status.IN_PROGRESS:
             activity: RenderableType = Text(item.active_form or "working", style="cyan")
             if spinner is not None:

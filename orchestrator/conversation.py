@@ -106,6 +106,10 @@ class Conversation:
         # An assistant turn with nothing but blank text would break the no-empty-text rule.
         self.messages.append({"role": "assistant", "content": blocks or [_placeholder()]})
 
+    def replace(self, messages: Sequence[JSONObject]) -> None:
+        """Take a rewritten history (cleared or compacted); nothing old is reused."""
+        self.messages = list(messages)  # on_setattr forgets the running encodings
+
     def add_tool_results(self, results: Iterable[JSONObject]) -> None:
         self.messages.append({"role": "user", "content": list(results)})
 
@@ -147,6 +151,7 @@ class Conversation:
         system: str,
         tools: Sequence[JSONObject],
         max_tokens: int,
+        options: Mapping[str, Any] | None = None,
     ) -> JSONObject:
         """Build the request body, with breakpoints on tools, system and the two newest turns.
 
@@ -169,6 +174,7 @@ class Conversation:
         return {
             "model": model,
             "max_tokens": max_tokens,
+            **(options or {}),
             "system": [{"type": "text", "text": system, "cache_control": _EPHEMERAL}],
             "tools": tool_defs,
             "messages": messages,
@@ -262,6 +268,20 @@ def _without_repeated_ids(blocks: list[JSONObject]) -> list[JSONObject]:
             seen.add(block.get("id"))
         kept.append(block)
     return kept
+
+
+def result_text(block: Mapping[str, Any]) -> str:
+    """The text of a ``tool_result`` block, whether its content is a string or text blocks."""
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") == "text"
+        )
+    return ""
 
 
 def _message_breakpoints(message: JSONObject) -> int:

@@ -450,8 +450,10 @@ edges that run visited highlighted and each edge that fired labelled with its co
 ```
 
 Every todo item is a model of one shared item machine and starts `pending`. `start` moves an
-item to `in_progress`; its guard `no_other_item_in_progress` looks at the whole board, so at
-most one item is ever in progress. `complete` takes an `in_progress` item to `completed`, and
+item to `in_progress` under two guards: `no_other_item_in_progress` looks at the whole board,
+so at most one item is ever in progress, and `dependencies_completed` holds only when every item
+the item's `blocked_by` names is `completed` (a cancelled blocker still blocks until the
+dependency is dropped). `complete` takes an `in_progress` item to `completed`, and
 `pause` puts it back to `pending`. `cancel` takes a `pending` or `in_progress` item to
 `cancelled`; it also fires for the unfinished items a full rewrite of the list leaves out.
 `completed` and `cancelled` are final: no edge leaves them, so finished work is never reopened,
@@ -465,17 +467,25 @@ edges already fired are rolled back and the board stays as it was.
 ```
 
 A run starts in `idle`, and `start` enters `call_model`, which sends the conversation to the
-model; every entry except `resend` begins a new round. From `call_model`, `use_tools` goes to
-`dispatch` when the answer holds tool calls (`has_tool_calls`), `resend` asks again after a
-`pause_turn` stop without counting a round, and `finish` ends the run in `done` when the model
-answers without tool calls. `dispatch` runs every tool call, answers each with exactly one
-result, and `dispatched` enters `audit`, which counts the rounds since the plan last changed.
-`advance` leaves `audit` by the first edge whose guard holds: to `failed` when
-`round_limit_reached` (`--max-rounds`); back to `call_model` through the `remind` action when
-`plan_is_stale` (the plan has not changed for the reminder threshold's rounds: `remind` appends
-the reminder to the user message carrying this round's tool results, after them, and logs an
-`audit.reminder` event); otherwise plainly back to `call_model` for the next round. `fail`
+model; every entry except `resend` and the retry after `overflow` begins a new round. From
+`call_model`, `use_tools` goes to `dispatch` when the answer holds tool calls
+(`has_tool_calls`), `resend` asks again after a `pause_turn` stop without counting a round, and
+`finish` ends the run in `done` when the model answers without tool calls. `dispatch` runs every
+tool call, answers each with exactly one result, and `dispatched` enters `audit`, which counts
+the rounds since the plan last changed. `advance` leaves `audit` by the first edge whose guard
+holds: to `failed` when `round_limit_reached` (`--max-rounds`); to `compact` when
+`context_over_budget` (the conversation's estimated size is past the clearing threshold of the
+model's window); back to `call_model` through the `remind` action when `plan_is_stale` (the
+plan has not changed for the reminder threshold's rounds: `remind` appends the reminder to the
+user message carrying this round's tool results, after them, and logs an `audit.reminder`
+event); otherwise plainly back to `call_model` for the next round. `compact` clears old tool
+results and, if that is not enough, summarises older history (`context.cleared`,
+`context.compacted`); `compacted` then goes back to `call_model`, through `remind` when
+`plan_is_stale` as `advance` would have, unless `retrying_overflow`. `overflow` enters
+`compact` from `call_model` when the endpoint refused the request as too long (or stopped with
+`model_context_window_exceeded`) and `overflow_retry_left` (once per round). `fail`
 ends the run in `failed` from any working state (a model error, a `max_tokens` or `refusal`
-stop), and `interrupt` (Ctrl-C) ends it in `interrupted` from any state that is not final.
+stop, a second refusal as too long), and `interrupt` (Ctrl-C) ends it in `interrupted` from any
+state that is not final.
 `done`, `failed` and `interrupted` are final.
 """

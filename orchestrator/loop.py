@@ -1,8 +1,10 @@
 """The loop machine: ``call_model → dispatch → audit`` round after round, a ``transitions`` model.
 
 The edges are data (:data:`LOOP_TRANSITIONS`); which edge leaves ``audit`` is decided by named
-guards (round limit, stale plan), and the reminder is the ``remind`` callback of the stale edge.
-The loop depends only on :mod:`orchestrator.protocols`; the CLI wires concrete parts into it.
+guards (round limit, context over budget, stale plan), and the reminder is the ``remind``
+callback of the stale edges. ``compact`` is where a :class:`~orchestrator.protocols.ContextKeeper`
+clears and summarises; a request refused as too long goes there once (``overflow``) and is sent
+again. The loop depends only on :mod:`orchestrator.protocols`; the CLI wires concrete parts in.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from transitions import EventData, Machine
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
+    ContextKeeper,
+    ContextTooLong,
     EventLog,
     JSONObject,
     Model,
@@ -27,10 +31,20 @@ from orchestrator.protocols import (
     Tools,
 )
 
-LOOP_STATES = ("idle", "call_model", "dispatch", "audit", "done", "failed", "interrupted")
+LOOP_STATES = (
+    "idle",
+    "call_model",
+    "dispatch",
+    "audit",
+    "compact",
+    "done",
+    "failed",
+    "interrupted",
+)
 FINAL_LOOP_STATES = frozenset({"done", "failed", "interrupted"})
 
-#: The loop machine's edges, as data. ``advance`` has three ordered, guarded edges out of audit.
+#: The loop machine's edges, as data. ``advance`` has four ordered, guarded edges out of audit;
+#: ``compacted`` reminds on the way out of compact as ``advance`` would have, except on a retry.
 LOOP_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
     {"trigger": "start", "source": "idle", "dest": "call_model"},
     {
@@ -41,6 +55,12 @@ LOOP_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
     },
     {"trigger": "resend", "source": "call_model", "dest": "call_model"},
     {"trigger": "finish", "source": "call_model", "dest": "done"},
+    {
+        "trigger": "overflow",
+        "source": "call_model",
+        "dest": "compact",
+        "conditions": "overflow_retry_left",
+    },
     {"trigger": "dispatched", "source": "dispatch", "dest": "audit"},
     {
         "trigger": "advance",
@@ -51,15 +71,30 @@ LOOP_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
     {
         "trigger": "advance",
         "source": "audit",
+        "dest": "compact",
+        "conditions": "context_over_budget",
+    },
+    {
+        "trigger": "advance",
+        "source": "audit",
         "dest": "call_model",
         "conditions": "plan_is_stale",
         "before": "remind",
     },
     {"trigger": "advance", "source": "audit", "dest": "call_model"},
-    {"trigger": "fail", "source": ["call_model", "dispatch", "audit"], "dest": "failed"},
+    {
+        "trigger": "compacted",
+        "source": "compact",
+        "dest": "call_model",
+        "conditions": "plan_is_stale",
+        "unless": "retrying_overflow",
+        "before": "remind",
+    },
+    {"trigger": "compacted", "source": "compact", "dest": "call_model"},
+    {"trigger": "fail", "source": ["call_model", "dispatch", "audit", "compact"], "dest": "failed"},
     {
         "trigger": "interrupt",
-        "source": ["idle", "call_model", "dispatch", "audit"],
+        "source": ["idle", "call_model", "dispatch", "audit", "compact"],
         "dest": "interrupted",
     },
 )
@@ -72,9 +107,12 @@ STOP_REASON_TRIGGERS: Mapping[str, str] = {
     "pause_turn": "resend",
     "max_tokens": "fail",
     "refusal": "fail",
+    "model_context_window_exceeded": "overflow",
 }
 
 REMINDER_TAG = "<reminder>Update your todos.</reminder>"
+#: With ``--compaction server`` the service compacts at this share of the window.
+SERVER_COMPACT_SHARE = 0.6
 
 DEFAULT_SYSTEM = (
     "You are a coding agent at {workdir}.\n"
@@ -120,12 +158,36 @@ class LoopSettings:
     workdir: str = ""
     # False for a run without a board (``orchestrator eval``'s no-board arm): never remind.
     reminders: bool = True
+    context_window: int = 200_000
+    compaction: str = "auto"
+    thinking: str = "off"
+    effort: str | None = None
 
     def __attrs_post_init__(self) -> None:
-        for field in ("max_tokens", "max_rounds", "reminder_threshold"):
+        for field in ("max_tokens", "max_rounds", "reminder_threshold", "context_window"):
             value = getattr(self, field)
             if value < 1:
                 raise ValueError(f"{field} must be at least 1, got {value}")
+
+    def request_options(self) -> JSONObject:
+        """The request fields for thinking and effort (``--thinking``, ``--effort``)."""
+        options: JSONObject = {}
+        if self.thinking == "adaptive":
+            options["thinking"] = {"type": "adaptive"}
+        elif self.thinking != "off":
+            options["thinking"] = {"type": "enabled", "budget_tokens": int(self.thinking)}
+        if self.effort is not None:
+            options["output_config"] = {"effort": self.effort}
+        if self.compaction == "server":
+            # The server compacts first; the client-side tiers stay behind it as the fallback.
+            trigger = {
+                "type": "input_tokens",
+                "value": int(SERVER_COMPACT_SHARE * self.context_window),
+            }
+            options["context_management"] = {
+                "edits": [{"type": "compact_20260112", "trigger": trigger}]
+            }
+        return options
 
 
 @attrs.frozen
@@ -150,12 +212,15 @@ class RunState:
     plan: Plan
     log: EventLog
     add_reminder: Callable[[str], None]
+    context_over: Callable[[], bool] = lambda: False
     state: str = "idle"
     round: int = 0
     rounds_since_update: int = 0
     seen_revision: int = 0
     turn: ModelTurn | None = None
     reason: str = ""
+    # True from a refusal as too long until a response comes back: one compaction, one retry.
+    overflowed: bool = False
 
     # Guards named in LOOP_TRANSITIONS; side-effect free.
     def has_tool_calls(self, event: EventData) -> bool:
@@ -170,10 +235,24 @@ class RunState:
             return False
         return self.rounds_since_update >= threshold
 
+    def context_over_budget(self, event: EventData) -> bool:
+        return self.context_over()
+
+    def overflow_retry_left(self, event: EventData) -> bool:
+        return not self.overflowed
+
+    def retrying_overflow(self, event: EventData) -> bool:
+        return self.overflowed
+
     # Callbacks: the side effects.
     def on_enter_call_model(self, event: EventData) -> None:
-        if event.event.name != "resend":
-            self.round += 1
+        if event.event.name == "resend" or (event.event.name == "compacted" and self.overflowed):
+            return  # the same round, asked again
+        self.round += 1
+
+    def on_enter_compact(self, event: EventData) -> None:
+        if event.event.name == "overflow":
+            self.overflowed = True
 
     def on_enter_audit(self, event: EventData) -> None:
         revision = self.plan.revision
@@ -220,9 +299,11 @@ class Loop:
         guard: RepeatGuard | None = None,
         on_text: Callable[[str], None] = lambda _text: None,
         conversation: Conversation | None = None,
+        context: ContextKeeper | None = None,
     ) -> None:
         self.model, self.tools, self.plan, self.log = model, tools, plan, log
         self.settings = settings
+        self.context = context
         self.guard = guard if guard is not None else RepeatGuard()
         self.on_text = on_text
         self.conversation = conversation if conversation is not None else Conversation()
@@ -242,6 +323,7 @@ class Loop:
             self.plan,
             self.log,
             self.conversation.append_text_to_last_user,
+            self._context_over,
             round=first_round,
             rounds_since_update=rounds_since_update,
             seen_revision=self.plan.revision,
@@ -256,6 +338,8 @@ class Loop:
             first_round=first_round,
             rounds_since_update=rounds_since_update,
         )
+        if self.context is not None:
+            self.log.info("context.window", model=self.settings.model, **self.context.description)
         if task is not None:
             self.conversation.add_user_text(task)
         else:
@@ -280,6 +364,8 @@ class Loop:
             self._call_model(run)
         elif run.state == "dispatch":
             self._dispatch(run)
+        elif run.state == "compact":
+            self._compact(run)
         else:
             self._machine.fire(run, "advance")
 
@@ -289,6 +375,7 @@ class Loop:
             system=self.settings.system,
             tools=self.tools.schemas,
             max_tokens=self.settings.max_tokens,
+            options=self.settings.request_options(),
         )
         sizes = self.conversation.summary(request)
         summary: JSONObject = {
@@ -297,16 +384,25 @@ class Loop:
             "cache_breakpoints": sizes.cache_breakpoints,
             "bytes": sizes.bytes,
         }
+        fixed = 0
+        if self.context is not None:
+            summary["fixed_tokens"] = fixed = self.context.fixed_tokens(request)
         if self.settings.trace_requests:
             summary["body"] = request
         self.log.info("model.request", **summary)
         try:
             run.turn = self.model.respond(request, self.on_text)
+        except ContextTooLong as error:
+            self._overflow(run, str(error))
+            return
         except ModelError as error:
             run.reason = str(error)
             self._machine.fire(run, "fail")
             return
         turn = run.turn
+        share: JSONObject = {}
+        if self.context is not None:
+            share = {"context_tokens": turn.input_tokens, "context_window": self.context.window}
         self.log.info(
             "model.response",
             round=run.round,
@@ -314,13 +410,56 @@ class Loop:
             content=list(turn.content),
             usage=dict(turn.usage),
             model=turn.model,
+            **share,
         )
-        self.conversation.add_assistant(turn.content)
+        if self.context is not None:
+            self.context.observe(self.conversation.messages, fixed, turn.usage)
         trigger = STOP_REASON_TRIGGERS.get(turn.stop_reason, "fail")
+        if trigger == "overflow":
+            # The answer was cut off by the window: it is dropped, and the round asked again.
+            self._overflow(run, f"the model stopped with {turn.stop_reason}")
+            return
+        run.overflowed = False
+        self.conversation.add_assistant(turn.content)
         if trigger == "fail":
             run.reason = _stop_reason_message(turn.stop_reason, self.settings.max_tokens)
         if not self._machine.fire(run, trigger):
             self._machine.fire(run, "finish")
+
+    def _context_over(self) -> bool:
+        return self.context is not None and self.context.over_budget(self.conversation.messages)
+
+    def _overflow(self, run: RunState, why: str) -> None:
+        managed = self.context is not None and self.context.managing
+        if managed and self._machine.fire(run, "overflow"):
+            return
+        run.reason = (
+            f"the request is still too long for the model's context window after compacting "
+            f"({why}); lower --context-window or start a fresh run with the plan"
+            if run.overflowed
+            else f"the request is too long for the model's context window ({why})"
+        )
+        self._machine.fire(run, "fail")
+
+    def _compact(self, run: RunState) -> None:
+        assert self.context is not None
+        context, model = self.context, self.model
+
+        def summarize(request: JSONObject) -> str:
+            return model.respond(request, lambda _text: None).text
+
+        try:
+            messages, records = context.shrink(
+                self.conversation.messages, self.plan, summarize, force=run.overflowed
+            )
+        except ModelError as error:
+            run.reason = f"compacting the conversation failed: {error}"
+            self._machine.fire(run, "fail")
+            return
+        self.conversation.replace(messages)
+        for record in records:
+            self.log.info(record.event, round=run.round, **record.fields())
+        self._machine.fire(run, "compacted")
 
     def _dispatch(self, run: RunState) -> None:
         assert run.turn is not None
@@ -332,6 +471,8 @@ class Loop:
             answered.add(block["id"])
             results.append(self._run_tool(run, block))
         self.conversation.add_tool_results(results)
+        if self.context is not None:
+            self.context.tag_round(self.conversation.messages, self.plan)
         self._machine.fire(run, "dispatched")
 
     def _run_tool(self, run: RunState, block: JSONObject) -> JSONObject:

@@ -2,16 +2,23 @@
 
 Each item is a model of one shared :class:`ItemMachine` whose edges are declared as data in
 :data:`ITEM_TRANSITIONS`. The single-in-progress rule is the ``start`` edge's guard, which looks
-at the whole board. A ``todo`` call is applied as one batch: its shape is checked first, then
-every edge fires in a safe order, and if any edge is refused the fired ones are rolled back, so a
-rejected batch leaves the board exactly as it was and observers hear nothing but the rejection.
+at the whole board; ``dependencies_completed``, its second guard, holds when every item named in
+the item's ``blocked_by`` is completed. A ``todo`` call is applied as one batch: its shape is
+checked first (peers' spellings such as ``todos``/``content``/``activeForm`` are read as ours,
+any other key is refused), then every edge fires in a safe order, and if any edge is refused the
+fired ones are rolled back, so a rejected batch leaves the board exactly as it was and observers
+hear nothing but the rejection.
+
+A cancelled blocker does not unblock: the work it stood for was not done, so the dependent stays
+blocked until the model removes the dependency (``blocked_by`` without it) or cancels the
+dependent too.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 from transitions import EventData, Machine
@@ -29,10 +36,18 @@ class Status(enum.StrEnum):
 
 
 class EdgePolicy(enum.StrEnum):
-    """How far one batch may move an item: one edge (strict) or a walk of edges (lenient)."""
+    """How a batch is judged: edge by edge (strict), or by the state it ends in (lenient)."""
 
     STRICT = "strict"
     LENIENT = "lenient"
+
+
+class Priority(enum.StrEnum):
+    """An item's optional priority, as Claude Code's todo tool spells it."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
 
 
 #: The item machine's edges, as data. ``completed`` and ``cancelled`` have no way out.
@@ -41,7 +56,7 @@ ITEM_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
         "trigger": "start",
         "source": "pending",
         "dest": "in_progress",
-        "conditions": "no_other_item_in_progress",
+        "conditions": ["no_other_item_in_progress", "dependencies_completed"],
     },
     {"trigger": "complete", "source": "in_progress", "dest": "completed"},
     {"trigger": "pause", "source": "in_progress", "dest": "pending"},
@@ -49,6 +64,7 @@ ITEM_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
 )
 
 _STATUS_OF = {str(status): status for status in Status}
+_Choice = TypeVar("_Choice", Status, Priority)
 FINAL_STATUSES = frozenset({Status.COMPLETED, Status.CANCELLED})
 DEFAULT_ITEM_LIMIT = 20
 
@@ -85,11 +101,19 @@ class PlanItem:
     text: str
     status: Status
     active_form: str = ""
+    priority: Priority | None = None
+    #: The ids this item waits for, in the order the model gave them.
+    blocked_by: tuple[str, ...] = ()
 
     def as_dict(self) -> JSONObject:
+        # The new keys appear only when set, so a board without them records what it always did.
         data: JSONObject = {"id": self.id, "text": self.text, "status": str(self.status)}
         if self.active_form:
             data["active_form"] = self.active_form
+        if self.priority is not None:
+            data["priority"] = str(self.priority)
+        if self.blocked_by:
+            data["blocked_by"] = list(self.blocked_by)
         return data
 
 
@@ -104,6 +128,8 @@ class PlanUpdated:
     merge: bool
     #: True for the chat's ``/reset``, which empties the board outside any ``todo`` call.
     reset: bool = False
+    #: The top-level ``explanation`` the model sent with the batch (Codex's spelling of "why").
+    explanation: str | None = None
 
     @property
     def completed(self) -> int:
@@ -120,6 +146,8 @@ class PlanUpdated:
         }
         if self.reset:
             fields["reset"] = True
+        if self.explanation is not None:
+            fields["explanation"] = self.explanation
         return fields
 
 
@@ -137,24 +165,74 @@ class PlanRejected:
 
 
 def render_items(items: Iterable[PlanItem]) -> str:
-    """Render items in the seeds' format, byte for byte; ``No todos.`` when there are none."""
-    lines = []
-    done = 0
-    for item in items:
-        line = f"{_MARKERS[item.status]} #{item.id}: {item.text}"
-        if item.status == Status.IN_PROGRESS and item.active_form:
-            line += f" ({item.active_form})"
-        lines.append(line)
-        done += item.status == Status.COMPLETED
-    if not lines:
+    """Render items in the seeds' format; ``No todos.`` when there are none.
+
+    A board without priorities or dependencies renders byte for byte as the seeds' does. A
+    priority adds ``(high priority)``, unfinished blockers add ``(blocked by #2, #3)``, and a
+    board with dependencies ends with a ``Next ready:`` line naming the items that may start.
+    """
+    items = tuple(items)
+    if not items:
         return "No todos."
-    return "\n".join(lines) + f"\n\n({done}/{len(lines)} completed)"
+    status_of = {item.id: item.status for item in items}
+    lines = [
+        f"{_MARKERS[item.status]} #{item.id}: {item.text}{_notes(item, status_of)}"
+        for item in items
+    ]
+    done = sum(item.status == Status.COMPLETED for item in items)
+    text = "\n".join(lines) + f"\n\n({done}/{len(lines)} completed)"
+    if any(item.blocked_by for item in items):
+        ready = ready_items(items)
+        text += "\nNext ready: " + (", ".join(f"#{item.id}" for item in ready) or "none")
+    return text
+
+
+def _notes(item: PlanItem, status_of: Mapping[str, Status]) -> str:
+    active = (
+        f" ({item.active_form})" if item.status == Status.IN_PROGRESS and item.active_form else ""
+    )
+    return active + item_annotations(item, status_of)
+
+
+def item_annotations(item: PlanItem, status_of: Mapping[str, Status]) -> str:
+    """`` (high priority) (blocked by #2)``: what an item's line shows beyond its text."""
+    if item.priority is None and not item.blocked_by:
+        return ""  # the seeds' line, and the common case
+    notes = ""
+    if item.priority is not None:
+        notes += f" ({item.priority} priority)"
+    waiting = unfinished_blockers(item, status_of)
+    if waiting and item.status not in FINAL_STATUSES:
+        notes += " (blocked by " + ", ".join(f"#{b}" for b in waiting) + ")"
+    return notes
+
+
+def unfinished_blockers(item: PlanItem, status_of: Mapping[str, Status]) -> tuple[str, ...]:
+    """The ids in ``item.blocked_by`` that are not completed (a cancelled one still blocks)."""
+    return tuple(b for b in item.blocked_by if status_of.get(b) != Status.COMPLETED)
+
+
+def ready_items(items: Sequence[PlanItem]) -> tuple[PlanItem, ...]:
+    """The pending items whose blockers are all completed: what may start next."""
+    status_of = {item.id: item.status for item in items}
+    return tuple(
+        item
+        for item in items
+        if item.status == Status.PENDING and not unfinished_blockers(item, status_of)
+    )
 
 
 def items_from_dicts(raw: Iterable[Mapping[str, Any]]) -> tuple[PlanItem, ...]:
     """Rebuild item views from their ``as_dict`` form (as ``plan.updated`` events carry them)."""
     return tuple(
-        PlanItem(str(d["id"]), str(d["text"]), Status(d["status"]), str(d.get("active_form", "")))
+        PlanItem(
+            str(d["id"]),
+            str(d["text"]),
+            Status(d["status"]),
+            str(d.get("active_form", "")),
+            None if d.get("priority") is None else Priority(d["priority"]),
+            tuple(str(b) for b in d.get("blocked_by") or ()),
+        )
         for d in raw
     )
 
@@ -196,6 +274,30 @@ class InProgressConflictError(PlanError):
 
 class IllegalEdgeError(PlanError):
     """A status change that the item machine has no edge (or, strictly, no single edge) for."""
+
+
+class PlanConfigError(ValueError):
+    """A recorded plan config (``run.started``'s ``plan``) that no board can be built from."""
+
+
+class UnknownKeyError(PlanShapeError):
+    """A key the tool does not take, or one field spelled two ways in one object."""
+
+
+class InvalidPriorityError(PlanError):
+    """A priority that is not high, medium or low."""
+
+
+class UnknownDependencyError(PlanError):
+    """A ``blocked_by`` entry that names no item of the plan (or is not a list of ids)."""
+
+
+class DependencyCycleError(PlanError):
+    """``blocked_by`` entries that wait for each other in a ring."""
+
+
+class BlockedItemError(PlanError):
+    """The ``dependencies_completed`` guard refused: an item's blockers are unfinished."""
 
 
 # --- the machine ----------------------------------------------------------------------------
@@ -271,13 +373,21 @@ class _ItemModel:
     id: str
     text: str
     active_form: str = ""
+    priority: Priority | None = None
+    blocked_by: tuple[str, ...] = ()
     state: str = Status.PENDING.value
 
     # Guards and callbacks named in ITEM_TRANSITIONS / ItemMachine.
     def no_other_item_in_progress(self, event: EventData) -> bool:
+        # A lenient walk through in_progress is judged by where the batch leaves the item.
+        if self.board._passes_through(self):
+            return True
         return all(
             other is self or other.state != Status.IN_PROGRESS for other in self.board._candidates()
         )
+
+    def dependencies_completed(self, event: EventData) -> bool:
+        return not self.board._unfinished(self)
 
     def record_transition(self, event: EventData) -> None:
         assert event.transition is not None  # after_state_change only runs on a transition
@@ -291,7 +401,14 @@ class _ItemModel:
         )
 
     def view(self) -> PlanItem:
-        return PlanItem(self.id, self.text, _STATUS_OF[self.state], self.active_form)
+        return PlanItem(
+            self.id,
+            self.text,
+            _STATUS_OF[self.state],
+            self.active_form,
+            self.priority,
+            self.blocked_by,
+        )
 
 
 def _shown(value: str, limit: int = 60) -> str:
@@ -300,7 +417,71 @@ def _shown(value: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _ids(ids: Iterable[str]) -> str:
+    return ", ".join(f"#{_shown(item_id)}" for item_id in ids)
+
+
 # --- parsing --------------------------------------------------------------------------------
+
+#: Every key the tool takes, and the field it means: ours, then the peers' spellings of it
+#: (Claude Code and Gemini CLI send ``todos``, ``content``/``description``, ``activeForm``,
+#: ``blockedBy``; Codex sends ``plan`` with ``step`` items and an ``explanation``).
+TOP_LEVEL_KEYS: Mapping[str, str] = {
+    "items": "items",
+    "todos": "items",
+    "plan": "items",
+    "merge": "merge",
+    "explanation": "explanation",
+}
+ITEM_KEYS: Mapping[str, str] = {
+    "id": "id",
+    "text": "text",
+    "content": "text",
+    "description": "text",
+    "step": "text",
+    "status": "status",
+    "active_form": "active_form",
+    "activeForm": "active_form",
+    "priority": "priority",
+    "blocked_by": "blocked_by",
+    "blockedBy": "blocked_by",
+}
+
+
+_TOP_LEVEL_FIELDS = frozenset(TOP_LEVEL_KEYS.values())
+_ITEM_FIELDS = frozenset(ITEM_KEYS.values())
+
+
+def _accepted(keys: Mapping[str, str]) -> str:
+    """``items (or todos), merge, explanation``: the fields, each with its other spellings."""
+    parts = []
+    for field in dict.fromkeys(keys.values()):
+        aliases = [key for key, name in keys.items() if name == field and key != field]
+        parts.append(field + (f" (or {', '.join(aliases)})" if aliases else ""))
+    return ", ".join(parts)
+
+
+def _canonical(
+    raw: Mapping[Any, Any], keys: Mapping[str, str], ours: frozenset[str], where: str
+) -> dict[str, Any]:
+    """``raw`` with every key spelled our way; an unknown or doubly spelled key is refused."""
+    if raw.keys() <= ours:  # the common case, checked in C: nothing to rename
+        return dict(raw)
+    fields: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for key, value in raw.items():
+        field = keys.get(key) if isinstance(key, str) else None
+        if field is None:
+            raise UnknownKeyError(
+                f"{where}unknown key '{_shown(str(key), 40)}'; accepted keys: {_accepted(keys)}"
+            )
+        if field in spelled:
+            raise UnknownKeyError(
+                f"{where}'{spelled[field]}' and '{key}' are the same field; send only '{field}'"
+            )
+        spelled[field] = key
+        fields[field] = value
+    return fields
 
 
 @attrs.frozen
@@ -311,21 +492,40 @@ class _Entry:
     text: str | None
     status: Status | None
     active_form: str | None
+    priority: Priority | None = None
+    blocked_by: tuple[str, ...] | None = None
+
+
+@attrs.frozen
+class _Batch:
+    """One validated ``todo`` input."""
+
+    entries: tuple[_Entry, ...]
+    merge: bool
+    explanation: str | None
 
 
 _EXAMPLE = '{"items": [{"id": "1", "text": "Read hello.py", "status": "in_progress"}]}'
 
 
-def _parse_batch(payload: object) -> tuple[list[_Entry], bool]:
+def _parse_batch(payload: object) -> _Batch:
     if not isinstance(payload, Mapping):
         raise PlanShapeError(f"todo input must be an object like {_EXAMPLE}")
-    merge = payload.get("merge", False)
+    fields = _canonical(payload, TOP_LEVEL_KEYS, _TOP_LEVEL_FIELDS, "todo input: ")
+    merge = fields.get("merge", False)
     if not isinstance(merge, bool):
         raise PlanShapeError(f"'merge' must be true or false, got {type(merge).__name__}")
-    raw_items = payload.get("items")
+    explanation = fields.get("explanation")
+    if explanation is not None and not isinstance(explanation, str):
+        raise PlanShapeError(
+            f"'explanation' must be text saying why the plan changed, "
+            f"got {type(explanation).__name__}"
+        )
+    raw_items = fields.get("items")
     if not isinstance(raw_items, list):
         got = "nothing" if raw_items is None else type(raw_items).__name__
-        raise PlanShapeError(f"'items' must be a list of todo objects, got {got}; send {_EXAMPLE}")
+        key = "todos" if "todos" in payload else "items"  # the spelling the model used
+        raise PlanShapeError(f"'{key}' must be a list of todo objects, got {got}; send {_EXAMPLE}")
     entries: list[_Entry] = []
     for index, raw in enumerate(raw_items):
         if not isinstance(raw, Mapping):
@@ -333,8 +533,9 @@ def _parse_batch(payload: object) -> tuple[list[_Entry], bool]:
                 f"Item {index + 1} is not an object (got {type(raw).__name__}); "
                 'each item is {"id", "text", "status"}'
             )
-        entries.append(_parse_entry(raw, index, merge=merge))
-    return entries, merge
+        item = _canonical(raw, ITEM_KEYS, _ITEM_FIELDS, f"Item {index + 1}: ")
+        entries.append(_parse_entry(item, index, merge=merge))
+    return _Batch(tuple(entries), merge, explanation)
 
 
 def _parse_entry(raw: Mapping[str, Any], index: int, *, merge: bool) -> _Entry:
@@ -357,20 +558,94 @@ def _parse_entry(raw: Mapping[str, Any], index: int, *, merge: bool) -> _Entry:
         raise BlankTextError(
             f"Item #{_shown(item_id)}: text required; say what the step is", item_id
         )
-    status: Status | None = None
-    if raw.get("status") is not None:
-        word = str(raw["status"]).strip().lower()
-        try:
-            status = Status(word)
-        except ValueError:
-            allowed = ", ".join(Status)
-            raise UnknownStatusError(
-                f"Item #{_shown(item_id)}: invalid status '{_shown(word)}'; use one of {allowed}",
-                item_id,
-            ) from None
+    status = _choice(raw, "status", Status, UnknownStatusError, item_id)
     active = raw.get("active_form")
     active_form = None if active is None else " ".join(str(active).split())
-    return _Entry(item_id, text, status, active_form)
+    priority = _choice(raw, "priority", Priority, InvalidPriorityError, item_id)
+    blocked_by = _parse_blockers(raw.get("blocked_by"), item_id)
+    return _Entry(item_id, text, status, active_form, priority, blocked_by)
+
+
+def _choice(
+    raw: Mapping[str, Any], field: str, choices: type[_Choice], error: type[PlanError], item_id: str
+) -> _Choice | None:
+    """One of ``choices``, read case-insensitively; ``None`` when the field is absent."""
+    if raw.get(field) is None:
+        return None
+    word = str(raw[field]).strip().lower()
+    try:
+        return choices(word)
+    except ValueError:
+        allowed = ", ".join(choices)
+        raise error(
+            f"Item #{_shown(item_id)}: invalid {field} '{_shown(word)}'; use one of {allowed}",
+            item_id,
+        ) from None
+
+
+def _parse_blockers(value: object, item_id: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(b, str | int) and not isinstance(b, bool) for b in value
+    ):
+        raise UnknownDependencyError(
+            f'Item #{_shown(item_id)}: blocked_by must be a list of item ids like ["2", "3"], '
+            f"got {type(value).__name__}",
+            item_id,
+        )
+    return tuple(dict.fromkeys(str(b).strip() for b in value))
+
+
+# --- the dependency graph -------------------------------------------------------------------
+
+
+def _dependency_order(blockers: Mapping[str, Sequence[str]]) -> dict[str, int]:
+    """Check the graph (every id known, no cycle); give each item its depth.
+
+    An item's depth is the length of its longest chain of blockers: 0 without any, so sorting a
+    batch by depth keeps the order of a board without dependencies exactly as it was, and puts
+    every blocker before the items waiting for it.
+    """
+    for item_id, waits in blockers.items():
+        for blocker in waits:
+            if blocker not in blockers:
+                raise UnknownDependencyError(
+                    f"Item #{_shown(item_id)}: blocked_by names #{_shown(blocker)}, which is not "
+                    "in the plan; name an item the plan keeps, or drop it",
+                    item_id,
+                )
+    depth: dict[str, int] = {}
+    if not any(blockers.values()):
+        return depth  # no edges: every item has depth 0, and there is nothing to search
+    visiting: set[str] = set()
+    for root in blockers:
+        if root in depth:
+            continue
+        # Iterative depth-first search: a chain of a thousand items must not hit the recursion
+        # limit. ``path`` is the chain being explored, so a back edge names the whole ring.
+        path = [root]
+        stack = [iter(blockers[root])]
+        visiting.add(root)
+        while stack:
+            child = next(stack[-1], None)
+            if child is None:
+                stack.pop()
+                done = path.pop()
+                visiting.discard(done)
+                depth[done] = 1 + max((depth[b] for b in blockers[done]), default=-1)
+            elif child in visiting:
+                ring = [*path[path.index(child) :], child]
+                raise DependencyCycleError(
+                    f"Dependency cycle {_ids(ring).replace(', ', ' → ')}: each item waits for the "
+                    "next, so none can start; drop one of these blocked_by entries",
+                    ring[0],
+                )
+            elif child not in depth:
+                visiting.add(child)
+                path.append(child)
+                stack.append(iter(blockers[child]))
+    return depth
 
 
 # --- the board ------------------------------------------------------------------------------
@@ -382,6 +657,8 @@ class _Move:
 
     model: _ItemModel
     triggers: tuple[str, ...]
+    src: Status
+    target: Status
 
     @property
     def phase(self) -> int:
@@ -394,6 +671,11 @@ class _Move:
             return 1
         return 3 if self.triggers[-1] == "start" else 2
 
+    @property
+    def passes_through(self) -> bool:
+        """Enters in_progress only on the way somewhere else (a lenient walk)."""
+        return "start" in self.triggers and self.triggers[-1] != "start"
+
 
 class PlanBoard:
     """The todo board: ordered items, each a model of the shared :class:`ItemMachine`."""
@@ -404,6 +686,7 @@ class PlanBoard:
         limit: int = DEFAULT_ITEM_LIMIT,
         policy: EdgePolicy = EdgePolicy.STRICT,
         machine: ItemMachine | None = None,
+        initial: Sequence[PlanItem] = (),
     ) -> None:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
@@ -412,9 +695,29 @@ class PlanBoard:
         self._machine = machine if machine is not None else ItemMachine()
         self._models: dict[str, _ItemModel] = {}
         self._staged: Mapping[str, _ItemModel] = {}
+        self._passing: set[int] = set()
         self._fired: list[ItemTransition] = []
         self._observers: list[Callable[[PlanRecord], None]] = []
         self._revision = 0
+        self._initial = tuple(initial)
+        if self._initial:
+            self._restore(self._initial)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> PlanBoard:
+        """A fresh board as :attr:`config` describes it (as ``run.started`` records it).
+
+        Raises :class:`PlanConfigError` (one line) when the recorded config cannot be a board.
+        """
+        try:
+            return cls(
+                limit=int(config.get("limit", DEFAULT_ITEM_LIMIT)),
+                policy=EdgePolicy(config.get("policy", EdgePolicy.STRICT)),
+                initial=items_from_dicts(config.get("initial_items") or ()),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, PlanError) as error:
+            problem = f"missing {error}" if isinstance(error, KeyError) else str(error)
+            raise PlanConfigError(f"the recorded plan config is not a board: {problem}") from None
 
     # -- reading ----------------------------------------------------------------------------
 
@@ -428,7 +731,10 @@ class PlanBoard:
 
     @property
     def config(self) -> JSONObject:
-        return {"limit": self.limit, "policy": str(self.policy)}
+        config: JSONObject = {"limit": self.limit, "policy": str(self.policy)}
+        if self._initial:
+            config["initial_items"] = [item.as_dict() for item in self._initial]
+        return config
 
     @property
     def items(self) -> tuple[PlanItem, ...]:
@@ -440,11 +746,20 @@ class PlanBoard:
         return done, len(self._models)
 
     @property
+    def statuses(self) -> Mapping[str, str]:
+        return {item_id: str(model.state) for item_id, model in self._models.items()}
+
+    @property
     def in_progress(self) -> PlanItem | None:
         for model in self._models.values():
             if model.state == Status.IN_PROGRESS:
                 return model.view()
         return None
+
+    @property
+    def ready(self) -> tuple[PlanItem, ...]:
+        """The pending items whose blockers are all completed."""
+        return ready_items(self.items)
 
     def render(self) -> str:
         """The seeds' format: one line per item, a blank line, then ``(k/n completed)``."""
@@ -477,8 +792,34 @@ class PlanBoard:
         self._publish(update)
         return update
 
+    def _restore(self, items: Sequence[PlanItem]) -> None:
+        """Take over items saved earlier, in their saved states, after checking the rules."""
+        _check_unique(items)
+        if len(items) > self.limit:
+            raise PlanLimitError(f"Max {self.limit} todos allowed (got {len(items)})")
+        _dependency_order({item.id: item.blocked_by for item in items})
+        active = [item.id for item in items if item.status == Status.IN_PROGRESS]
+        if len(active) > 1:
+            raise InProgressConflictError(
+                f"Only one task can be in_progress at a time: {_ids(active)} are", active[1]
+            )
+        status_of = {item.id: item.status for item in items}
+        for item in items:
+            waiting = unfinished_blockers(item, status_of)
+            if waiting and item.status in (Status.IN_PROGRESS, Status.COMPLETED):
+                raise BlockedItemError(
+                    f"Item #{item.id} is {item.status} but blocked by {_ids(waiting)}", item.id
+                )
+        for item in items:
+            model = _ItemModel(
+                self, item.id, item.text, item.active_form, item.priority, item.blocked_by
+            )
+            self._machine.add_model(model, initial=str(item.status))
+            self._models[item.id] = model
+
     def _apply(self, payload: object) -> PlanUpdated:
-        entries, merge = _parse_batch(payload)
+        batch = _parse_batch(payload)
+        entries, merge = batch.entries, batch.merge
         _check_unique(entries)
         order = self._final_order(entries, merge)
         if len(order) > self.limit:
@@ -486,6 +827,7 @@ class PlanBoard:
                 f"Max {self.limit} todos allowed (got {len(order)}); "
                 f"merge or drop items so at most {self.limit} remain"
             )
+        depth = _dependency_order(self._final_blockers(entries, order))
         new_models: dict[str, _ItemModel] = {}
         moves: list[_Move] = []
         for entry in entries:
@@ -495,15 +837,32 @@ class PlanBoard:
                     raise BlankTextError(
                         f"Item #{entry.id}: text required; a new item needs a text", entry.id
                     )
-                model = _ItemModel(self, entry.id, entry.text, entry.active_form or "")
+                model = _ItemModel(
+                    self,
+                    entry.id,
+                    entry.text,
+                    entry.active_form or "",
+                    entry.priority,
+                    entry.blocked_by or (),
+                )
                 new_models[entry.id] = model
                 moves.append(self._plan_move(model, entry.status or Status.PENDING))
             elif entry.status is not None:
                 moves.append(self._plan_move(existing, entry.status))
+        kept = set(order)
         if not merge:
-            dropped = [m for i, m in self._models.items() if i not in order]
-            moves.extend(_Move(m, ("cancel",)) for m in dropped if m.state not in FINAL_STATUSES)
-        self._fire(moves, new_models)
+            dropped = [m for i, m in self._models.items() if i not in kept]
+            moves.extend(
+                _Move(m, ("cancel",), Status(m.state), Status.CANCELLED)
+                for m in dropped
+                if m.state not in FINAL_STATUSES
+            )
+        rewired = {
+            self._models[e.id]: e.blocked_by
+            for e in entries
+            if e.blocked_by is not None and e.id in self._models
+        }
+        self._fire(moves, new_models, rewired, depth)
         # Everything below is plain bookkeeping that cannot fail.
         for entry in entries:
             model = self._models.get(entry.id) or new_models[entry.id]
@@ -511,13 +870,15 @@ class PlanBoard:
                 model.text = entry.text
             if entry.active_form is not None:
                 model.active_form = entry.active_form
+            if entry.priority is not None:
+                model.priority = entry.priority
         merged = {**self._models, **new_models}
-        for item_id in set(self._models) - set(order):
+        for item_id in set(self._models) - kept:
             self._machine.remove_model(self._models[item_id])
         self._models = {item_id: merged[item_id] for item_id in order}
         self._revision += 1
         fired, self._fired = tuple(self._fired), []
-        return PlanUpdated(self._revision, self.items, fired, merge)
+        return PlanUpdated(self._revision, self.items, fired, merge, explanation=batch.explanation)
 
     def _final_order(self, entries: Sequence[_Entry], merge: bool) -> list[str]:
         if not merge:
@@ -525,11 +886,23 @@ class PlanBoard:
         added = [e.id for e in entries if e.id not in self._models]
         return [*self._models, *added]
 
+    def _final_blockers(
+        self, entries: Sequence[_Entry], order: Sequence[str]
+    ) -> dict[str, tuple[str, ...]]:
+        """Each item's ``blocked_by`` after the batch: a given list replaces, none keeps."""
+        given = {e.id: e.blocked_by for e in entries if e.blocked_by is not None}
+        blockers: dict[str, tuple[str, ...]] = {}
+        for item_id in order:
+            model = self._models.get(item_id)
+            kept = model.blocked_by if model is not None else ()
+            blockers[item_id] = given.get(item_id, kept)
+        return blockers
+
     def _plan_move(self, model: _ItemModel, target: Status) -> _Move:
         src = Status(model.state)
         path = self._machine.path(src, target)
         if path is not None and (len(path) <= 1 or self.policy is EdgePolicy.LENIENT):
-            return _Move(model, path)
+            return _Move(model, path, src, target)
         raise IllegalEdgeError(self._edge_advice(model.id, src, target, path), model.id)
 
     def _edge_advice(
@@ -547,34 +920,92 @@ class PlanBoard:
         moves = ", ".join(f"{trigger} (→ {dst_})" for trigger, dst_ in legal)
         return f"{edge} is not an edge; from {src} the legal moves are {moves}"
 
-    def _fire(self, moves: list[_Move], new_models: Mapping[str, _ItemModel]) -> None:
-        """Fire every planned edge in phase order; on a refusal roll back and raise."""
+    def _fire(
+        self,
+        moves: list[_Move],
+        new_models: Mapping[str, _ItemModel],
+        rewired: Mapping[_ItemModel, tuple[str, ...]],
+        depth: Mapping[str, int],
+    ) -> None:
+        """Fire every planned edge in phase order; on a refusal roll back and raise.
+
+        Within a phase, blockers fire before the items waiting for them, so a lenient batch that
+        completes #2 and then #4 (blocked by #2) passes #4's ``dependencies_completed`` guard.
+        """
         for model in new_models.values():
             self._machine.add_model(model)
         before = {id(m.model): m.model.state for m in moves}
+        wired_before = {model: model.blocked_by for model in rewired}
+        for model, blockers in rewired.items():
+            model.blocked_by = blockers
         self._fired = []
         self._staged = new_models
+        self._passing = {id(m.model) for m in moves if m.passes_through}
         try:
-            for move in sorted(moves, key=lambda m: m.phase):
+            for move in sorted(moves, key=lambda m: (m.phase, depth.get(m.model.id, 0))):
                 for trigger in move.triggers:
                     if not getattr(move.model, trigger)():
-                        raise self._start_refused(move.model)
+                        raise self._start_refused(move)
+            self._check_waiting(rewired)
         except PlanError:
             for move in moves:
                 self._machine.set_state(before[id(move.model)], model=move.model)
+            for model, blockers in wired_before.items():
+                model.blocked_by = blockers
             for model in new_models.values():
                 self._machine.remove_model(model)
             self._fired = []
             raise
         finally:
             self._staged = {}
+            self._passing = set()
+
+    def _check_waiting(self, rewired: Iterable[_ItemModel]) -> None:
+        """An item given new blockers may wait for unfinished work only while it is pending."""
+        for model in rewired:
+            waiting = self._unfinished(model)
+            if waiting and model.state in (Status.IN_PROGRESS, Status.COMPLETED):
+                names = ", ".join(f"#{b} ({self._state_of(b)})" for b in waiting)
+                fix = f"pause #{model.id} first, or " if model.state == Status.IN_PROGRESS else ""
+                raise BlockedItemError(
+                    f"Item #{model.id}: blocked_by {names} on an item that is {model.state}; "
+                    f"only a pending item may wait for unfinished work: {fix}finish "
+                    f"{_ids(waiting)} first",
+                    model.id,
+                )
 
     def _candidates(self) -> Iterable[_ItemModel]:
         """Every item the start guard must see: the board's and this batch's new ones."""
         yield from self._models.values()
         yield from self._staged.values()
 
-    def _start_refused(self, model: _ItemModel) -> InProgressConflictError:
+    def _passes_through(self, model: _ItemModel) -> bool:
+        return id(model) in self._passing
+
+    def _state_of(self, item_id: str) -> str | None:
+        model = self._models.get(item_id) or self._staged.get(item_id)
+        return None if model is None else model.state
+
+    def _unfinished(self, model: _ItemModel) -> list[str]:
+        return [b for b in model.blocked_by if self._state_of(b) != Status.COMPLETED]
+
+    def _start_refused(self, move: _Move) -> PlanError:
+        model = move.model
+        waiting = self._unfinished(model)
+        if waiting:
+            names = ", ".join(f"#{b} ({self._state_of(b)})" for b in waiting)
+            cancelled = [b for b in waiting if self._state_of(b) == Status.CANCELLED]
+            if cancelled:
+                fix = (
+                    f"a cancelled blocker never unblocks: drop {_ids(cancelled)} from "
+                    f"#{model.id}'s blocked_by, or cancel #{model.id}"
+                )
+            else:
+                fix = f"finish {_ids(waiting)} first"
+            return BlockedItemError(
+                f"Item #{model.id}: {move.src} → {move.target} is blocked by {names}; {fix}",
+                model.id,
+            )
         other = next(
             m for m in self._candidates() if m is not model and m.state == Status.IN_PROGRESS
         )
@@ -589,7 +1020,7 @@ class PlanBoard:
             observer(record)
 
 
-def _check_unique(entries: Sequence[_Entry]) -> None:
+def _check_unique(entries: Sequence[_Entry] | Sequence[PlanItem]) -> None:
     seen: set[str] = set()
     for entry in entries:
         if entry.id in seen:
@@ -606,7 +1037,8 @@ _TODO_DESCRIPTION = (
     '"merge": true with only the items that change (an existing item needs only id and status). '
     "Statuses: pending, in_progress, completed, cancelled. Exactly one item may be in_progress; "
     "mark an item in_progress before working on it and completed when done. Items left out of "
-    "a full rewrite are cancelled and removed."
+    "a full rewrite are cancelled and removed. blocked_by: ids that must be completed first "
+    "(a cancelled one still blocks; [] clears). Unknown keys are refused."
 )
 
 
@@ -630,8 +1062,11 @@ class TodoTool:
                     "type": "string",
                     "description": "Present-tense label shown while in progress",
                 },
+                "priority": {"type": "string", "enum": [str(p) for p in Priority]},
+                "blocked_by": {"type": "array", "items": {"type": "string"}},
             },
             "required": ["id", "status"],
+            "additionalProperties": False,
         }
         return {
             "name": self.name,
@@ -641,8 +1076,11 @@ class TodoTool:
                 "properties": {
                     "items": {"type": "array", "items": item},
                     "merge": {"type": "boolean"},
+                    "explanation": {"type": "string", "description": "Why the plan changed"},
                 },
-                "required": ["items"],
+                # Not "required": ["items"]: a peer's ``todos`` must reach the board, which
+                # names the missing list itself.
+                "additionalProperties": False,
             },
         }
 

@@ -36,12 +36,47 @@ class ModelTurn:
     def text(self) -> str:
         return "".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
 
+    @property
+    def input_tokens(self) -> int:
+        """The size of the request this turn answered: input plus cache reads and writes."""
+        keys = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        return sum(int(self.usage.get(key, 0)) for key in keys)
+
 
 class ModelError(Exception):
     """The model could not answer (an API error that survived retries, a broken script).
 
     ``str(error)`` is one line meant for a person; the loop ends the run in ``failed`` with it.
     """
+
+
+class ContextTooLong(ModelError):
+    """The endpoint refused the request as longer than the model's context window.
+
+    The loop answers it by compacting the conversation and asking once more.
+    """
+
+
+@attrs.frozen
+class ModelLimits:
+    """What the Models API says about one model: its window, output cap and capabilities.
+
+    ``source`` says where the numbers came from (``models.retrieve``, a flag, a fallback), so
+    a person reading the trace knows whether the window was learned or assumed.
+    """
+
+    max_input_tokens: int
+    max_tokens: int | None = None
+    capabilities: JSONObject = attrs.field(factory=dict)
+    source: str = "models.retrieve"
+    reason: str = ""
+
+    def supports(self, *path: str) -> bool:
+        """Whether ``capabilities[path...].supported`` is true (false when unknown)."""
+        node: Any = self.capabilities
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        return isinstance(node, dict) and node.get("supported") is True
 
 
 class Model(Protocol):
@@ -115,6 +150,11 @@ class Plan(Protocol):
         """The settings a fresh plan needs to behave the same (recorded for replay)."""
         ...
 
+    @property
+    def statuses(self) -> Mapping[str, str]:
+        """Each item's id and its status on the wire (``pending``, ``in_progress``, ...)."""
+        ...
+
     def render(self) -> str: ...
 
     def subscribe(self, observer: Callable[[PlanRecord], None]) -> None: ...
@@ -141,3 +181,58 @@ class Approver(Protocol):
     """
 
     def __call__(self, tool: str, arguments: Mapping[str, Any]) -> bool | Refusal: ...
+
+
+class ContextKeeper(Protocol):
+    """Keeps a conversation inside the model's context window (clearing, then compaction).
+
+    It works on the message list the loop hands it and returns rewritten lists; records it
+    returns (``context.cleared``, ``context.compacted``) are logged by the loop.
+    """
+
+    @property
+    def window(self) -> int:
+        """The model's input window in tokens."""
+        ...
+
+    @property
+    def description(self) -> JSONObject:
+        """The ``context.window`` event's fields: the window, where it came from, the mode."""
+        ...
+
+    @property
+    def managing(self) -> bool:
+        """False when told to send the history whole (``--compaction off``)."""
+        ...
+
+    def fixed_tokens(self, request: Mapping[str, Any]) -> int:
+        """The estimated size of a request's parts other than its messages."""
+        ...
+
+    def observe(self, messages: Sequence[JSONObject], fixed: int, usage: Mapping[str, int]) -> None:
+        """A response's ``usage`` measured a request of ``fixed`` tokens plus ``messages``."""
+        ...
+
+    def estimate(self, messages: Sequence[JSONObject]) -> int:
+        """A conservative token count of a request carrying ``messages``."""
+        ...
+
+    def tag_round(self, messages: Sequence[JSONObject], plan: Plan) -> None:
+        """Remember which plan item the newest round worked on (cleared first once done)."""
+        ...
+
+    def over_budget(self, messages: Sequence[JSONObject]) -> bool: ...
+
+    def shrink(
+        self,
+        messages: Sequence[JSONObject],
+        plan: Plan,
+        summarize: Callable[[JSONObject], str],
+        *,
+        force: bool = False,
+    ) -> tuple[list[JSONObject], list[PlanRecord]]:
+        """Clear, then compact if still needed (always with ``force``); the new list and records.
+
+        ``summarize`` answers a tool-less request body with the summary text.
+        """
+        ...

@@ -21,10 +21,11 @@ from typing import IO, Any
 import attrs
 import orjson
 
-from orchestrator.conversation import INTERRUPTED_RESULT, Conversation
+from orchestrator.context.follow import OVERFLOW_STOP, ConversationFollower, SummaryMissing
+from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
-from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState, reminder_text
-from orchestrator.plan import ITEM_TRANSITIONS, EdgePolicy, PlanBoard, TodoTool, table_edges
+from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState
+from orchestrator.plan import ITEM_TRANSITIONS, PlanBoard, PlanConfigError, TodoTool, table_edges
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
 from orchestrator.tools import ToolRegistry
 from orchestrator.trace import TRACE_FORMAT
@@ -43,6 +44,9 @@ KNOWN_EVENTS = frozenset(
         "plan.rejected",
         "audit.reminder",
         "guard.blocked",
+        "context.window",
+        "context.cleared",
+        "context.compacted",
     }
 )
 
@@ -54,6 +58,8 @@ _COMPARED: Mapping[str, tuple[str, ...]] = {
     "plan.rejected": ("error",),
     "audit.reminder": ("round", "rounds_since_update"),
     "guard.blocked": ("name", "rule"),
+    "context.cleared": ("blocks", "tokens_freed"),
+    "context.compacted": ("tokens_before", "tokens_after", "messages_kept"),
 }
 
 
@@ -253,6 +259,9 @@ class Replay:
         self._run: RunState | None = None
         self._recorded: list[TraceLine] = []
         self._calls: dict[str, tuple[str, Any, bool]] = {}
+        # The conversation as the run had it, so the context tiers are re-derived, not read.
+        self._follower: ConversationFollower | None = ConversationFollower(_board_from)
+        self._follower.on_record = self._collector.plan_record
 
     def check(self) -> Divergence | None:
         """Replay every line; return the first divergence, or None when the trace holds."""
@@ -277,16 +286,25 @@ class Replay:
             if problem is not None:
                 return problem
             self._recorded.append(line)
+        if self._follower is not None:
+            try:
+                self._follower.feed(line.event)
+            except SummaryMissing as error:
+                return Divergence(line.number, str(error))
+            except Exception:
+                # A conversation the trace cannot build (a line missing or out of order): the
+                # machines' own checks name the problem; the context is no longer followed.
+                self._follower = None
         handler = self._handlers.get(name)
         return handler(self, line) if handler is not None else None
+
+    def _context_over(self) -> bool:
+        return self._follower is not None and self._follower.over_budget()
 
     def _on_run_started(self, line: TraceLine) -> Divergence | None:
         event = line.event
         if self._board is None:
-            plan = event.get("plan") or {}
-            self._board = PlanBoard(
-                limit=int(plan.get("limit", 20)), policy=EdgePolicy(plan.get("policy", "strict"))
-            )
+            self._board = _board_at(event, self.trace, line.number)
             self._board.subscribe(self._collector.plan_record)
             # Through a registry, as in a run: a call it refuses never reaches the board.
             self._todo = ToolRegistry([TodoTool(self._board)])
@@ -298,6 +316,7 @@ class Replay:
             self._board,
             self._collector,
             lambda _text: None,
+            self._context_over,
             round=int(event.get("first_round", 0)),
             rounds_since_update=int(event.get("rounds_since_update", 0)),
             seen_revision=self._board.revision,
@@ -326,6 +345,8 @@ class Replay:
         run = self._require_run(line)
         event = line.event
         run.turn = ModelTurn(tuple(event.get("content", ())), str(event.get("stop_reason")))
+        if run.turn.stop_reason != OVERFLOW_STOP:
+            run.overflowed = False
         if self.timeline:
             usage = event.get("usage") or {}
             row = self.timeline[-1]
@@ -503,69 +524,44 @@ class RebuiltRun:
 
 
 def rebuild(trace: TraceFile) -> RebuiltRun:
-    """Turn a trace back into the conversation and the plan its run had at the end."""
-    conversation = Conversation()
-    board: PlanBoard | None = None
+    """Turn a trace back into the conversation and the plan its run had at the end.
+
+    The conversation is followed as the loop built it, cleared and compacted where the run was
+    (:class:`~orchestrator.context.follow.ConversationFollower`), so resume goes on from there.
+    """
+    follower = ConversationFollower(_board_from)
     settings: LoopSettings | None = None
-    results: dict[str, JSONObject] = {}
-    # The inputs of the calls seen so far: ids repeat across the runs of one trace (a resumed
-    # run's model may number its calls afresh), so a result belongs to the latest call.
-    inputs: dict[str, Any] = {}
     last_round, status, task = 0, None, ""
     # The audit's staleness count, followed as RunState.on_enter_audit keeps it.
     stale, changed = 0, False
     for line in trace.events():
         event = line.event
         name = line.name
+        try:
+            follower.feed(event)
+        except (SummaryMissing, PlanConfigError) as error:
+            raise TraceError(f"{trace.path}:{line.number}: {error}") from None
         if name == "run.started":
-            plan = event.get("plan") or {}
-            if board is None:
-                board = PlanBoard(
-                    limit=int(plan.get("limit", 20)),
-                    policy=EdgePolicy(plan.get("policy", "strict")),
-                )
             settings = LoopSettings(**event["settings"])
             stale, changed = int(event.get("rounds_since_update", 0)), False
             if "task" in event and event["task"] is not None:
                 task = str(event["task"])
-                conversation.add_user_text(task)
             status = None
         elif name == "model.response":
-            conversation.add_assistant(list(event.get("content", ())))
             last_round = max(last_round, int(event.get("round", 0)))
-        elif name == "tool.call":
-            inputs[str(event.get("id"))] = event.get("input")
-        elif name == "tool.result":
-            called = inputs.pop(str(event["id"]), _NO_CALL)
-            results[str(event["id"])] = {
-                "type": "tool_result",
-                "tool_use_id": str(event["id"]),
-                "content": str(event.get("output", "")),
-                "is_error": bool(event.get("is_error")),
-            }
-            accepted = event.get("name") == "todo" and not event.get("is_error")
-            if accepted and board is not None and called is not _NO_CALL:
-                board.apply(called)
         elif name == "loop.transition" and event.get("trigger") == "dispatched":
-            _close_round(conversation, results)
             stale, changed = (0 if changed else stale + 1), False
         elif name == "plan.updated":
             changed = True
-            if event.get("reset") and board is not None:
-                board.reset()
-        elif name == "audit.reminder":
-            text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))
-            conversation.append_text_to_last_user(text)
         elif name == "run.finished":
             status = str(event.get("status"))
-    if results or _dangling(conversation):
-        _close_round(conversation, results)
-    if board is None or settings is None:
+    follower.finish()
+    if follower.board is None or settings is None:
         raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
     last = trace.last.event
     return RebuiltRun(
-        conversation=conversation,
-        board=board,
+        conversation=follower.conversation,
+        board=follower.board,
         settings=settings,
         run_id=str(last.get("run_id", "")),
         last_seq=int(last.get("seq", 0)),
@@ -576,41 +572,16 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
     )
 
 
-#: A tool.result whose tool.call is not in the trace (no input to apply).
-_NO_CALL = object()
+def _board_from(plan: Mapping[str, Any]) -> PlanBoard:
+    """A fresh board as the run's ``run.started`` recorded it (limit, policy, loaded items)."""
+    return PlanBoard.from_config(plan)
 
 
-def _dangling(conversation: Conversation) -> bool:
-    return bool(conversation.messages) and conversation.messages[-1]["role"] == "assistant"
-
-
-def _close_round(conversation: Conversation, results: dict[str, JSONObject]) -> None:
-    """Add the round's results in tool_use order.
-
-    A call with no recorded result is answered as interrupted: never run a second time.
-    """
-    if not _dangling(conversation):
-        results.clear()
-        return
-    uses = [b for b in conversation.messages[-1]["content"] if b.get("type") == "tool_use"]
-    if not uses:
-        results.clear()
-        return
-    blocks = []
-    for use in uses:
-        blocks.append(
-            results.pop(
-                str(use["id"]),
-                {
-                    "type": "tool_result",
-                    "tool_use_id": str(use["id"]),
-                    "content": INTERRUPTED_RESULT,
-                    "is_error": True,
-                },
-            )
-        )
-    results.clear()
-    conversation.add_tool_results(blocks)
+def _board_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> PlanBoard:
+    try:
+        return _board_from(event.get("plan") or {})
+    except PlanConfigError as error:
+        raise TraceError(f"{trace.path}:{number}: {error}") from None
 
 
 class ReplayModel:

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, TypeAlias, TypeGuard, cast
 
 import attrs
 
-from orchestrator.conversation import cache_usage
+from orchestrator.conversation import cache_usage, result_text
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn
 
 FaultKind: TypeAlias = Literal["status", "disconnect", "cut_stream", "bad_json", "slow"]
@@ -555,7 +555,7 @@ def last_user_message_parts(
 
 
 def _check_one(number: int, expectation: Expectation, result: Mapping[str, Any]) -> list[str]:
-    text = _tool_result_text(result)
+    text = result_text(result)
     is_error = bool(result.get("is_error", False))
     what = f"tool result {number}"
     mismatches: list[str] = []
@@ -571,20 +571,6 @@ def _check_one(number: int, expectation: Expectation, result: Mapping[str, Any])
     if expectation.equals is not None and text != expectation.equals:
         mismatches.append(f"expected {what} to equal {expectation.equals!r}, got {_shown(text)}")
     return mismatches
-
-
-def _tool_result_text(block: Mapping[str, Any]) -> str:
-    """The text of a ``tool_result`` block, whether its content is a string or text blocks."""
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "\n".join(
-            str(part.get("text", ""))
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") == "text"
-        )
-    return ""
 
 
 def _shown(text: str) -> str:

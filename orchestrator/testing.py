@@ -6,6 +6,12 @@ driven end to end without a network or a key. It also injects the faults a scrip
 (error statuses, dropped connections, cut streams, broken JSON, delays) and rejects requests
 that break the structural rules :func:`check_request` knows, the way the service answers 400.
 
+It also answers ``GET /v1/models/{id}`` and ``POST /v1/messages/count_tokens`` from its
+:class:`ServerLimits`, and refuses a request over the model's window with the service's own
+400 (``prompt is too long: N tokens > M maximum``). Tokens are counted as the scripted usage
+estimates them (four characters of JSON a token), so the usage a response reports adds up to
+what the limit was checked against.
+
 It ships inside the package so users can test their own harness changes the same way.
 """
 
@@ -24,9 +30,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Final, Self, cast
 
+import attrs
 import structlog
 from structlog.testing import LogCapture
 
+from orchestrator.conversation import cache_usage
 from orchestrator.protocols import JSONObject, Model, ModelTurn
 from orchestrator.script import (
     Fault,
@@ -41,8 +49,102 @@ from orchestrator.script import (
 MAX_CACHE_BREAKPOINTS: Final = 4
 
 _MESSAGES_PATH: Final = "/v1/messages"
+_COUNT_TOKENS_PATH: Final = "/v1/messages/count_tokens"
+_MODELS_PREFIX: Final = "/v1/models/"
 _STREAM_CHUNKS: Final = 3
 _BAD_JSON_BODY: Final = b'{"id": "msg_broken", "type": "message", "content": [{"type": "te'
+
+
+def count_tokens(body: Mapping[str, Any]) -> int:
+    """The server's token count of a request: what its usage reports, and its limit checks.
+
+    As the service does, it reads nothing before the newest compaction block.
+    """
+    return sum(cache_usage(None, _effective(body)).tokens().values())
+
+
+def _effective(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return body
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, Mapping) and any(
+            block.get("type") == "compaction" for block in _blocks(message)
+        ):
+            return {**body, "messages": messages[index:]}
+    return body
+
+
+def _compaction_trigger(body: Mapping[str, Any]) -> int | None:
+    """The ``input_tokens`` trigger of a ``compact_20260112`` edit in the request, if any."""
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, Mapping) else None
+    for edit in edits if isinstance(edits, list) else []:
+        if isinstance(edit, Mapping) and edit.get("type") == "compact_20260112":
+            trigger = edit.get("trigger")
+            value = trigger.get("value") if isinstance(trigger, Mapping) else None
+            return value if isinstance(value, int) else 150_000
+    return None
+
+
+def full_capabilities(*, context_management: bool = False) -> JSONObject:
+    """A ``capabilities`` object as the Models API sends it.
+
+    Everything is supported but (unless asked) server-side context management.
+    """
+    yes, no = {"supported": True}, {"supported": False}
+    return {
+        "batch": yes,
+        "citations": yes,
+        "code_execution": yes,
+        "context_management": {
+            "supported": context_management,
+            "clear_thinking_20251015": yes if context_management else no,
+            "clear_tool_uses_20250919": yes if context_management else no,
+            "compact_20260112": yes if context_management else no,
+        },
+        "effort": {"supported": True, "low": yes, "medium": yes, "high": yes, "max": yes},
+        "image_input": yes,
+        "pdf_input": yes,
+        "server_tools": yes,
+        "structured_outputs": yes,
+        "thinking": {
+            "supported": True,
+            "types": {"adaptive": yes, "enabled": yes, "disabled": yes, "between_tools": no},
+        },
+    }
+
+
+@attrs.frozen
+class ServerLimits:
+    """What the server says about its models and enforces: the window and the output cap.
+
+    ``known_models`` of None knows every model name; otherwise ``GET /v1/models/{id}`` answers
+    404 for the others, as the service does for a name it does not serve.
+    """
+
+    max_input_tokens: int = 200_000
+    max_tokens: int = 64_000
+    capabilities: JSONObject = attrs.field(factory=full_capabilities)
+    known_models: frozenset[str] | None = None
+
+    def model_info(self, model: str) -> JSONObject:
+        return {
+            "type": "model",
+            "id": model,
+            "display_name": model,
+            "created_at": "2026-01-01T00:00:00Z",
+            "lifecycle": "active",
+            "max_input_tokens": self.max_input_tokens,
+            "max_tokens": self.max_tokens,
+            "capabilities": self.capabilities,
+        }
+
+
+def default_summary(body: Mapping[str, Any]) -> str:
+    """A summariser's answer to a tool-less request: a fixed, honest line about its input."""
+    return f"Scripted summary of a {count_tokens(body):,}-token transcript: the work went on."
 
 
 def check_request(body: Mapping[str, Any]) -> list[str]:
@@ -70,6 +172,10 @@ def check_request(body: Mapping[str, Any]) -> list[str]:
         problems.append("messages: must contain at least one message")
     else:
         problems.extend(_check_messages(messages))
+        if not body.get("tools") and _has_tool_blocks(messages):
+            problems.append(
+                "tools: requests which include `tool_use` or `tool_result` blocks must define tools"
+            )
     breakpoints = _count_cache_breakpoints(body)
     if breakpoints > MAX_CACHE_BREAKPOINTS:
         problems.append(
@@ -89,9 +195,28 @@ class MessagesServer:
     answers every request with one plain JSON message.
     """
 
-    def __init__(self, script: Script, *, streams: bool = True) -> None:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        streams: bool = True,
+        limits: ServerLimits | None = None,
+        summarize: Callable[[Mapping[str, Any]], str] | None = None,
+    ) -> None:
+        """Serve ``script`` within ``limits``.
+
+        ``summarize``, when given, answers every request that carries no tools (a harness's
+        summary call) without taking a turn from the script.
+        """
         self._script = script
         self._streams = streams
+        self.limits = limits or ServerLimits()
+        self._summarize = summarize
+        self._summaries: list[JSONObject] = []
+        self._refusals: list[str] = []
+        self._counted: list[JSONObject] = []
+        self._compactions = 0
+        self._lookups: list[str] = []
         self._lock = threading.Lock()
         self._position = 0
         self._served = 0
@@ -160,6 +285,36 @@ class MessagesServer:
             return [dict(headers) for headers in self._request_headers]
 
     @property
+    def refusals(self) -> list[str]:
+        """The error message of every request refused as too long, in order."""
+        with self._lock:
+            return list(self._refusals)
+
+    @property
+    def summary_requests(self) -> list[JSONObject]:
+        """The tool-less requests answered by ``summarize``, in order (also in :attr:`requests`)."""
+        with self._lock:
+            return list(self._summaries)
+
+    @property
+    def model_lookups(self) -> list[str]:
+        """The model names asked of ``GET /v1/models/{id}``, in order."""
+        with self._lock:
+            return list(self._lookups)
+
+    @property
+    def compactions(self) -> int:
+        """How many answers began with a server-side compaction block."""
+        with self._lock:
+            return self._compactions
+
+    @property
+    def counted(self) -> list[JSONObject]:
+        """The bodies sent to ``count_tokens``, in order."""
+        with self._lock:
+            return list(self._counted)
+
+    @property
     def violations(self) -> list[str]:
         with self._lock:
             return list(self._violations)
@@ -181,7 +336,7 @@ class MessagesServer:
         with self._lock:
             self._raw_bodies.append(raw)
         path = handler.path.split("?", 1)[0]
-        if path != _MESSAGES_PATH:
+        if path not in (_MESSAGES_PATH, _COUNT_TOKENS_PATH):
             self._record_violation(f"request to unknown path {path}")
             _send_error(handler, 404, f"Not found: {path}")
             return
@@ -195,6 +350,11 @@ class MessagesServer:
             self._record_violation("request body is not a JSON object")
             _send_error(handler, 400, "The request body must be a JSON object")
             return
+        if path == _COUNT_TOKENS_PATH:
+            with self._lock:
+                self._counted.append(body)
+            _send_json(handler, 200, {"input_tokens": count_tokens(body)})
+            return
         with self._lock:
             self._requests.append(body)
             self._request_headers.append({k.lower(): v for k, v in handler.headers.items()})
@@ -205,9 +365,53 @@ class MessagesServer:
                 self._record_violation(f"request {number}: {problem}")
             _send_error(handler, 400, "; ".join(problems))
             return
+        tokens, maximum = count_tokens(body), self.limits.max_input_tokens
+        trigger = _compaction_trigger(body)
+        if trigger is not None and tokens > trigger:
+            self._play_next(handler, body, number, compact=True)
+            return
+        if tokens > maximum:
+            message = f"prompt is too long: {tokens} tokens > {maximum} maximum"
+            with self._lock:
+                self._refusals.append(message)
+            _send_error(handler, 400, message)
+            return
+        if self._summarize is not None and not body.get("tools"):
+            self._answer_summary(handler, body)
+            return
         self._play_next(handler, body, number)
 
-    def _play_next(self, handler: _Handler, body: JSONObject, number: int) -> None:
+    def _answer_summary(self, handler: _Handler, body: JSONObject) -> None:
+        assert self._summarize is not None
+        turn = ScriptedTurn(
+            content=({"type": "text", "text": self._summarize(body)},), stop_reason="end_turn"
+        )
+        with self._lock:
+            self._summaries.append(body)
+        message = _message_json(turn, body, f"msg_summary_{len(self._summaries):04d}")
+        if body.get("stream") is True:
+            _send_events(handler, _stream_events(message))
+        else:
+            _send_json(handler, 200, message)
+
+    def _answer_get(self, handler: _Handler) -> None:
+        path = handler.path.split("?", 1)[0]
+        model = path[len(_MODELS_PREFIX) :] if path.startswith(_MODELS_PREFIX) else ""
+        if not model or "/" in model:
+            self._record_violation(f"GET request to {handler.path}")
+            _send_error(handler, 404, f"Not found: GET {handler.path}")
+            return
+        with self._lock:
+            self._lookups.append(model)
+        known = self.limits.known_models
+        if known is not None and model not in known:
+            _send_error(handler, 404, f"model: {model}")
+            return
+        _send_json(handler, 200, self.limits.model_info(model))
+
+    def _play_next(
+        self, handler: _Handler, body: JSONObject, number: int, *, compact: bool = False
+    ) -> None:
         while True:
             taken = self._take_entry()
             if isinstance(taken, str):
@@ -233,6 +437,16 @@ class MessagesServer:
             message_id = f"msg_loopback_{self._served:04d}"
             previous, self._last_answered = self._last_answered, body
         message = _message_json(entry, body, message_id, previous)
+        if compact:
+            # Server-side compaction: the history so far becomes one block the client sends
+            # back verbatim; usage counts what the service reads from here on.
+            summary = (self._summarize or default_summary)(body)
+            block = {"type": "compaction", "content": summary, "signature": f"sig-{number}"}
+            message["content"] = [block, *message["content"]]
+            with self._lock:
+                self._compactions += 1
+            after = {**body, "messages": [{"role": "assistant", "content": [block]}]}
+            message["usage"] = entry.usage_for(after, None)
         if stream:
             _send_events(handler, _stream_events(message))
         else:
@@ -295,10 +509,7 @@ class _Handler(BaseHTTPRequestHandler):
         cast(_LoopbackHTTPServer, self.server).owner._answer(self)
 
     def do_GET(self) -> None:
-        cast(_LoopbackHTTPServer, self.server).owner._record_violation(
-            f"GET request to {self.path}"
-        )
-        _send_error(self, 404, f"Not found: GET {self.path}")
+        cast(_LoopbackHTTPServer, self.server).owner._answer_get(self)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Stay silent: tests read :attr:`MessagesServer.violations`, not stderr."""
@@ -707,6 +918,15 @@ def _count_cache_breakpoints(body: Mapping[str, Any]) -> int:
                 if isinstance(nested, list):
                     count += sum(1 for item in nested if _marked(item))
     return count
+
+
+def _has_tool_blocks(messages: list[Any]) -> bool:
+    return any(
+        block.get("type") in ("tool_use", "tool_result")
+        for message in messages
+        if isinstance(message, Mapping)
+        for block in _blocks(message)
+    )
 
 
 def _marked(item: object) -> bool:

@@ -156,6 +156,22 @@ def _settings_digest(settings: Any) -> str:
     return _digest(f"{type(settings).__name__}({shown})")
 
 
+#: The fields ``PlanItem`` had when the verdicts were captured; ``priority`` and ``blocked_by``
+#: (issue 17) are left out, so a rebuilt plan compares as it did then.
+_CAPTURED_ITEM_FIELDS = ("id", "text", "status", "active_form")
+
+
+def _plan_digest(items: Any) -> str:
+    """The digest of the items' attrs reprs as they read with the captured fields."""
+    shown = [
+        f"{type(item).__name__}("
+        + ", ".join(f"{name}={getattr(item, name)!r}" for name in _CAPTURED_ITEM_FIELDS)
+        + ")"
+        for item in items
+    ]
+    return _digest(shown)
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -180,7 +196,7 @@ def verdict(path: Path) -> dict[str, Any]:
         rebuilt = rebuild(read_trace(path))
         result["rebuild"] = {
             "messages": _digest(rebuilt.conversation.messages),
-            "plan": _digest(rebuilt.board.items),
+            "plan": _plan_digest(rebuilt.board.items),
             "settings": _settings_digest(rebuilt.settings),
             "numbers": [rebuilt.run_id, rebuilt.last_seq, rebuilt.last_round],
             "status": rebuilt.status,

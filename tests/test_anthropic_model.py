@@ -13,9 +13,9 @@ import pytest
 
 from orchestrator.anthropic_model import AnthropicModel
 from orchestrator.conversation import Conversation
-from orchestrator.protocols import ModelError
+from orchestrator.protocols import ContextTooLong, ModelError
 from orchestrator.script import parse_script
-from orchestrator.testing import MessagesServer, check_request
+from orchestrator.testing import MessagesServer, ServerLimits, check_request
 
 TEXT = "I will list the files, then read the main module."
 TOOL_INPUT: dict[str, Any] = {"command": "ls -la", "timeout": 30}
@@ -415,3 +415,45 @@ def test_a_host_that_never_answers_fails_after_the_read_timeout() -> None:
         "the API sent nothing for 0.5 s (after 0 retries); raise --read-timeout for a slow "
         "endpoint, or check ANTHROPIC_BASE_URL"
     )
+
+
+# --- the model's limits, and the refusal as too long -----------------------------------------
+
+
+def _limited(limits: ServerLimits, *turns: Mapping[str, Any]) -> MessagesServer:
+    script = parse_script({"name": "sdk", "turns": list(turns) or [{"text": "ok"}]}, source="t")
+    return MessagesServer(script, limits=limits)
+
+
+def test_limits_come_from_models_retrieve_once_per_model() -> None:
+    with _limited(ServerLimits(max_input_tokens=123_000, max_tokens=9_000)) as server:
+        model = _model(server)
+        first = model.limits("claude-a")
+        assert (first.max_input_tokens, first.max_tokens, first.source) == (
+            123_000,
+            9_000,
+            "models.retrieve",
+        )
+        assert first.supports("thinking", "types", "adaptive")
+        assert model.limits("claude-a") is first
+        model.limits("claude-b")
+        assert server.model_lookups == ["claude-a", "claude-b"]
+
+
+def test_an_unknown_model_is_a_model_error_saying_why() -> None:
+    with (
+        _limited(ServerLimits(known_models=frozenset({"known"}))) as server,
+        pytest.raises(ModelError, match=r"models.retrieve\('nope'\) answered 404"),
+    ):
+        _model(server, retries=0).limits("nope")
+
+
+def test_a_prompt_too_long_400_is_a_context_too_long_error() -> None:
+    limits = ServerLimits(max_input_tokens=1000)
+    with _limited(limits) as server:
+        request = Conversation()
+        request.add_user_text("x" * 9000)
+        body = request.request(model="claude-a", system="s", tools=[], max_tokens=64)
+        with pytest.raises(ContextTooLong, match=r"prompt is too long: \d+ tokens > 1000 maximum"):
+            _model(server).respond(body, lambda _text: None)
+        assert len(server.refusals) == 1  # a 400 is not retried

@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.bench import _figures
 from orchestrator.bench._figures import QUICK, Sizes
+from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._timing import Found
 from orchestrator.bench._workload import (
     BENCH_TASK,
@@ -53,9 +54,11 @@ TARGETED = {
     "replay_vs_parse_ratio",
     "plan_scaling_exponent",
     "plan_scaling_exponent_1000",
+    "plan_deps_scaling_exponent",
     "cached_input_share",
     "input_cost_ratio",
     "update_output_chars_merge",
+    "long_run_peak_over_window",
 }
 FIGURES = TARGETED | {
     "replay_events_per_s",
@@ -67,7 +70,10 @@ FIGURES = TARGETED | {
     "overhead_ratio",
     "us_per_round_ours",
     "us_per_round_baseline",
+    "plan_update_us_20_deps",
     "us_per_sdk_call",
+    "long_run_cache_read_share",
+    "long_run_unmanaged_refused_at_round",
     "bash_ms_per_command_plain",
     "sandbox_ms_per_command_workdir",
     "sandbox_ms_per_command_bwrap",
@@ -103,6 +109,9 @@ def test_quick_json_run_prints_one_object_with_every_figure() -> None:
     assert document["baseline_cached_input_share"] == 0
     assert 0 < document["cached_input_share"] <= 1
     assert document["update_output_chars_merge"] < document["update_output_chars_full"]
+    # The managed long run stays inside the window; the same run unmanaged is refused.
+    assert 0 < document["long_run_peak_over_window"] < 1
+    assert document["long_run_unmanaged_refused_at_round"] > 1
     assert set(document["targets"]) == TARGETED
     for name, target in document["targets"].items():
         assert isinstance(target["met"], bool), name
@@ -316,7 +325,7 @@ def _slow_loop_step(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _summary_growing_with_the_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
-    cost = lambda _self, body: 20e-6 * len(body["messages"])  # noqa: E731
+    cost = lambda _self, body: 60e-6 * len(body["messages"])  # noqa: E731
     monkeypatch.setattr(Conversation, "summary", _burning_first(Conversation.summary, cost))
 
 
@@ -367,6 +376,13 @@ def _hoarding_replay(monkeypatch: pytest.MonkeyPatch) -> None:
         # An exponent moves by adding: a quadratic cost added on top lifts it by about one half.
         pytest.param(
             _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, None, id="plan"
+        ),
+        pytest.param(
+            measure_plan_dependencies,
+            "plan_deps_scaling_exponent",
+            _quadratic_plan,
+            None,
+            id="plan-deps",
         ),
     ],
 )

@@ -26,7 +26,7 @@ from orchestrator.console import (
     plan_panel,
     print_timeline,
 )
-from orchestrator.plan import PlanItem, Status
+from orchestrator.plan import PlanItem, Priority, Status
 from orchestrator.replay import RoundSummary
 
 ESCAPE = re.compile(r"\x1b\[")
@@ -361,6 +361,32 @@ def test_plan_panel_progress_counts_completed_items() -> None:
     assert "3/3" in _panel_text(done)
     started = [PlanItem("1", "a", Status.PENDING), PlanItem("2", "b", Status.IN_PROGRESS)]
     assert "0/2" in _panel_text(started)
+
+
+def test_plan_panel_shows_priority_and_unfinished_blockers() -> None:
+    text = _panel_text(
+        [
+            PlanItem("1", "Read", Status.IN_PROGRESS, "Reading", Priority.HIGH),
+            PlanItem("2", "Write", Status.PENDING, blocked_by=("1",)),
+        ]
+    )
+    assert re.search(r"#1: Read \(high priority\)", text)
+    assert re.search(r"#2: Write \(blocked by #1\)", text)
+
+
+def test_plain_view_shows_the_explanation_of_a_plan_update() -> None:
+    out = io.StringIO()
+    view = PlainView(out)
+    view(
+        {
+            "event": "plan.updated",
+            "revision": 1,
+            "merge": False,
+            "items": [{"id": "1", "text": "Read", "status": "pending"}],
+            "explanation": "Reading comes\nfirst",
+        }
+    )
+    assert out.getvalue() == "    [ ] #1: Read\n\n    (0/1 completed)\n✎ Reading comes first\n"
 
 
 def test_plan_panel_for_an_empty_board() -> None:

@@ -119,6 +119,11 @@ def test_the_breakpoint_goes_on_the_last_block_of_a_message_after_a_reminder() -
     assert check_request(body) == []
 
 
+_TOOLS_REQUIRED = (
+    "tools: requests which include `tool_use` or `tool_result` blocks must define tools"
+)
+
+
 def test_without_tools_the_spare_breakpoint_goes_to_an_older_message() -> None:
     body = _request(_conversation_of(5), tools=[])
     assert body["tools"] == []
@@ -128,7 +133,8 @@ def test_without_tools_the_spare_breakpoint_goes_to_an_older_message() -> None:
     assert "system.0" in marked
     assert f"messages.{user_indexes[-1]}.content.0" in marked
     assert f"messages.{user_indexes[-2]}.content.0" in marked
-    assert check_request(body) == []
+    # The service refuses tool blocks without tools; every other rule holds.
+    assert check_request(body) == [_TOOLS_REQUIRED]
 
 
 @settings(max_examples=60, deadline=None)
@@ -153,7 +159,7 @@ def test_breakpoints_never_exceed_four_and_history_stays_clean(
         body = _request(conversation, tools=TOOLS if with_tools else [])
         assert count_breakpoints(body) <= MAX_CACHE_BREAKPOINTS
         assert count_breakpoints(conversation.messages) == 0
-        assert check_request(body) == []
+        assert [p for p in check_request(body) if p != _TOOLS_REQUIRED] == []
 
 
 def test_stored_history_has_no_cache_control_after_requests() -> None:

@@ -173,13 +173,13 @@ def test_dot_source_draws_every_edge_of_the_table(name: str) -> None:
     assert drawn == table_edges(table)
 
 
-def test_start_edge_shows_its_single_in_progress_guard() -> None:
+def test_start_edge_shows_both_of_its_guards() -> None:
     for suffix in ("mmd", "dot"):
         text = (STATECHARTS / f"item.{suffix}").read_text(encoding="utf-8")
         edges = mermaid_edges(text) if suffix == "mmd" else dot_edges(text)
         label = edges[("pending", "in_progress")]
         label = label if isinstance(label, str) else label[0]
-        assert label == "start [no_other_item_in_progress]"
+        assert label == "start [no_other_item_in_progress & dependencies_completed]"
 
 
 def test_loop_diagram_shows_the_stale_edge_and_its_remind_action() -> None:
@@ -208,7 +208,8 @@ def test_readme_embeds_both_diagrams_and_explains_every_name() -> None:
         prose = re.sub(r"```mermaid.*?```", "", section, flags=re.DOTALL)
         names = set(states) | {t["trigger"] for t in table}
         for t in table:
-            names.update([t["conditions"]] if "conditions" in t else [])
+            guards = t.get("conditions", [])
+            names.update([guards] if isinstance(guards, str) else guards)
             names.update([t["before"]] if "before" in t else [])
         for name in sorted(names):
             assert f"`{name}`" in prose, f"the README paragraph does not explain {name}"
@@ -253,7 +254,10 @@ def test_mermaid_run_highlights_visited_states_and_counts_edges(run_trace: Path)
     assert "class cancelled s_default" in item
     edges = mermaid_edges(item)
     assert edges[("in_progress", "pending")] == "pause ×2"
-    assert edges[("pending", "in_progress")] == "start [no_other_item_in_progress] ×2"
+    assert (
+        edges[("pending", "in_progress")]
+        == "start [no_other_item_in_progress & dependencies_completed] ×2"
+    )
     assert edges[("in_progress", "completed")] == "complete"
 
     loop = render_diagram("loop", "mermaid", trace=run_trace)

@@ -174,6 +174,7 @@ def test_machine_has_the_contract_states() -> None:
         "call_model",
         "dispatch",
         "audit",
+        "compact",
         "done",
         "failed",
         "interrupted",
@@ -183,15 +184,18 @@ def test_machine_has_the_contract_states() -> None:
 
 
 def test_machine_edges_are_the_table() -> None:
-    working = ("call_model", "dispatch", "audit")
+    working = ("call_model", "dispatch", "audit", "compact")
     expected = {
         ("start", "idle", "call_model"),
         ("use_tools", "call_model", "dispatch"),
         ("resend", "call_model", "call_model"),
         ("finish", "call_model", "done"),
+        ("overflow", "call_model", "compact"),
         ("dispatched", "dispatch", "audit"),
         ("advance", "audit", "failed"),
+        ("advance", "audit", "compact"),
         ("advance", "audit", "call_model"),
+        ("compacted", "compact", "call_model"),
         *(("fail", source, "failed") for source in working),
         *(("interrupt", source, "interrupted") for source in ("idle", *working)),
     }
@@ -206,6 +210,7 @@ def test_audit_checks_the_round_limit_before_the_stale_plan() -> None:
     advance = [t for t in LOOP_TRANSITIONS if t["trigger"] == "advance"]
     assert [(t["dest"], t.get("conditions"), t.get("before")) for t in advance] == [
         ("failed", "round_limit_reached", None),
+        ("compact", "context_over_budget", None),
         ("call_model", "plan_is_stale", "remind"),
         ("call_model", None, None),
     ]
@@ -216,6 +221,7 @@ class _FakePlan:
     revision: int = 0
     is_empty: bool = False
     config: JSONObject = attrs.field(factory=dict)
+    statuses: Mapping[str, str] = attrs.field(factory=lambda: {"1": "in_progress"})
 
     def render(self) -> str:
         return "[>] #1: step"
@@ -381,6 +387,32 @@ def test_reminder_timeline_follows_the_seeds(tmp_path: Path) -> None:
     assert [len(_reminders(request)) for request in run.requests[1:4]] == [0, 0, 0]
 
 
+def test_reminder_names_the_next_ready_item_of_a_plan_with_dependencies(tmp_path: Path) -> None:
+    plan = {
+        "items": [
+            {"id": "1", "text": "Write the notes", "status": "in_progress"},
+            {"id": "2", "text": "Check the notes", "status": "pending", "blocked_by": ["1"]},
+            {"id": "3", "text": "Tidy up", "status": "pending"},
+        ]
+    }
+    run = _run(
+        tmp_path,
+        _script(
+            _call("todo", plan),
+            _bash("echo one"),
+            _bash("echo two"),
+            _bash("echo three"),
+            {"text": "Done.", "expect_reminder": True},
+        ),
+    )
+    (reminder,) = _reminders(run.requests[-1])
+    assert reminder.endswith(
+        "[ ] #2: Check the notes (blocked by #1)\n[ ] #3: Tidy up\n\n(0/3 completed)"
+        "\nNext ready: #3"
+    )
+    assert run.named("audit.reminder")[0]["plan"].endswith("Next ready: #3")
+
+
 def test_reminder_goes_after_every_tool_result_of_the_round(tmp_path: Path) -> None:
     run = _run(
         tmp_path,
@@ -483,7 +515,7 @@ def test_a_final_answer_ends_the_run_done(tmp_path: Path, stop_reason: str) -> N
     [
         ("max_tokens", ["max_tokens", "8192"]),
         ("refusal", ["refused"]),
-        ("model_context_window_exceeded", ["unknown stop_reason"]),
+        ("model_context_window_exceeded", ["context window", "model_context_window_exceeded"]),
     ],
 )
 def test_a_broken_answer_ends_the_run_failed_with_a_clear_reason(

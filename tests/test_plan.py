@@ -16,10 +16,13 @@ from orchestrator.plan import (
     DEFAULT_ITEM_LIMIT,
     ITEM_TRANSITIONS,
     BlankTextError,
+    BlockedItemError,
+    DependencyCycleError,
     DuplicateIdError,
     EdgePolicy,
     IllegalEdgeError,
     InProgressConflictError,
+    InvalidPriorityError,
     ItemMachine,
     ItemTransition,
     PlanBoard,
@@ -28,13 +31,17 @@ from orchestrator.plan import (
     PlanLimitError,
     PlanRejected,
     PlanShapeError,
+    Priority,
     Status,
     TodoTool,
+    UnknownDependencyError,
+    UnknownKeyError,
     UnknownStatusError,
     items_from_dicts,
     render_items,
 )
 from orchestrator.protocols import Plan, PlanRecord, Tool, ToolError, ToolResult
+from orchestrator.tools import ToolRegistry
 
 PENDING, IN_PROGRESS = Status.PENDING, Status.IN_PROGRESS
 COMPLETED, CANCELLED = Status.COMPLETED, Status.CANCELLED
@@ -53,8 +60,10 @@ MARKERS = {PENDING: "[ ]", IN_PROGRESS: "[>]", COMPLETED: "[x]", CANCELLED: "[-]
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def todo(item_id: str, status: str | None = None, text: str | None = None, **extra: str) -> Any:
-    entry: dict[str, str] = {"id": item_id, **extra}
+def todo(
+    item_id: str, status: str | None = None, text: str | None = None, **extra: str | list[str]
+) -> Any:
+    entry: dict[str, str | list[str]] = {"id": item_id, **extra}
     if text is not None:
         entry["text"] = text
     if status is not None:
@@ -176,9 +185,17 @@ def test_transition_table_is_exactly_the_issue_edges() -> None:
     for row in ITEM_TRANSITIONS:
         sources = row["source"] if isinstance(row["source"], list | tuple) else [row["source"]]
         for src in sources:
-            declared.add((row["trigger"], src, row["dest"], row.get("conditions")))
+            guards = row.get("conditions")
+            declared.add(
+                (row["trigger"], src, row["dest"], tuple(guards) if guards is not None else None)
+            )
     assert declared == {
-        ("start", "pending", "in_progress", "no_other_item_in_progress"),
+        (
+            "start",
+            "pending",
+            "in_progress",
+            ("no_other_item_in_progress", "dependencies_completed"),
+        ),
         ("complete", "in_progress", "completed", None),
         ("pause", "in_progress", "pending", None),
         ("cancel", "pending", "cancelled", None),
@@ -192,7 +209,10 @@ def test_item_machine_has_the_contract_states_and_only_the_four_triggers() -> No
     assert set(machine.events) == {"start", "complete", "pause", "cancel"}
     assert machine.initial == "pending"
     (start,) = machine.get_transitions("start")
-    assert [(c.func, c.target) for c in start.conditions] == [("no_other_item_in_progress", True)]
+    assert [(c.func, c.target) for c in start.conditions] == [
+        ("no_other_item_in_progress", True),
+        ("dependencies_completed", True),
+    ]
     for trigger in ("complete", "pause", "cancel"):
         assert all(not t.conditions for t in machine.get_transitions(trigger))
 
@@ -347,16 +367,33 @@ def test_lenient_new_item_may_be_created_completed(lenient: Rig) -> None:
     assert ("1", "complete", IN_PROGRESS, COMPLETED) in lenient.recorder.edges
 
 
-def test_lenient_walk_is_refused_while_another_item_stays_in_progress(lenient: Rig) -> None:
-    lenient.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+def test_lenient_judges_the_end_state_so_a_walk_past_the_item_in_progress_passes(
+    lenient: Rig,
+) -> None:
+    # The issue's case: from "[>] #2, [ ] #1" the update "[x] #1, [>] #2" never asks to start
+    # #1 while #2 works; the end state keeps every invariant, so lenient mode accepts it.
+    lenient.board.apply(rewrite(todo("2", "in_progress"), todo("1", "pending")))
+    lenient.recorder.records.clear()
+    lenient.board.apply(rewrite(todo("1", "completed"), todo("2", "in_progress")))
+    assert statuses(lenient.board) == {"1": COMPLETED, "2": IN_PROGRESS}
+    assert lenient.recorder.edges == [
+        ("1", "start", PENDING, IN_PROGRESS),
+        ("1", "complete", IN_PROGRESS, COMPLETED),
+    ]
+
+
+def test_strict_still_refuses_that_batch_naming_the_move_asked_for(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("2", "in_progress"), todo("1", "pending")))
     error = assert_refused(
-        lenient,
-        rewrite(todo("1", "in_progress"), todo("2", "completed")),
-        InProgressConflictError,
-        "2",
+        rig, rewrite(todo("1", "completed"), todo("2", "in_progress")), IllegalEdgeError, "1"
     )
-    assert "#1 is in progress" in str(error)
-    assert_refused(lenient, merge(todo("2", "completed")), InProgressConflictError, "2")
+    assert str(error) == "Item #1: pending → completed skips in_progress; mark #1 in_progress first"
+
+
+def test_lenient_refuses_an_end_state_with_two_items_in_progress(lenient: Rig) -> None:
+    lenient.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending")))
+    error = assert_refused(lenient, merge(todo("2", "in_progress")), InProgressConflictError, "2")
+    assert "before starting #2" in str(error)
 
 
 def test_lenient_walk_is_allowed_when_the_in_progress_item_leaves(lenient: Rig) -> None:
@@ -811,10 +848,22 @@ def test_todo_tool_schema() -> None:
     assert schema["description"]
     input_schema = schema["input_schema"]
     assert input_schema["type"] == "object"
-    assert input_schema["required"] == ["items"]
+    # No "required": a peer's "todos" must reach the board, which names a missing list itself.
+    assert "required" not in input_schema
+    assert input_schema["additionalProperties"] is False
+    assert set(input_schema["properties"]) == {"items", "merge", "explanation"}
     assert input_schema["properties"]["items"]["type"] == "array"
     item = input_schema["properties"]["items"]["items"]
-    assert set(item["properties"]) >= {"id", "text", "status", "active_form"}
+    assert item["additionalProperties"] is False
+    assert set(item["properties"]) == {
+        "id",
+        "text",
+        "status",
+        "active_form",
+        "priority",
+        "blocked_by",
+    }
+    assert item["properties"]["priority"]["enum"] == ["high", "medium", "low"]
     assert set(item["properties"]["status"]["enum"]) == {str(s) for s in Status}
     assert input_schema["properties"]["merge"]["type"] == "boolean"
 
@@ -851,6 +900,379 @@ def test_boards_sharing_a_machine_do_not_see_each_other() -> None:
     assert len(machine.models) == 4
 
 
+# --- dependencies -----------------------------------------------------------------------------
+
+
+def deps_board(policy: EdgePolicy = EdgePolicy.STRICT) -> Rig:
+    """#1 in progress; #2 and #3 pending; #4 waits for #2 and #3."""
+    rig = make_rig(policy)
+    rig.board.apply(
+        rewrite(
+            todo("1", "in_progress"),
+            todo("2", "pending"),
+            todo("3", "pending"),
+            todo("4", "pending", blocked_by=["2", "3"]),
+        )
+    )
+    rig.recorder.records.clear()
+    return rig
+
+
+def test_render_shows_unfinished_blockers_and_the_next_ready_items() -> None:
+    rig = deps_board()
+    assert rig.board.render() == (
+        "[>] #1: Step 1\n[ ] #2: Step 2\n[ ] #3: Step 3\n[ ] #4: Step 4 (blocked by #2, #3)"
+        "\n\n(0/4 completed)\nNext ready: #2, #3"
+    )
+    rig.board.apply(merge(todo("1", "completed"), todo("2", "in_progress")))
+    rig.board.apply(merge(todo("2", "completed"), todo("3", "in_progress")))
+    assert rig.board.render().splitlines()[3] == "[ ] #4: Step 4 (blocked by #3)"
+    assert rig.board.render().endswith("\nNext ready: none")
+    rig.board.apply(merge(todo("3", "completed")))
+    assert rig.board.render().splitlines()[3] == "[ ] #4: Step 4"
+    assert rig.board.render().endswith("(3/4 completed)\nNext ready: #4")
+    assert [item.id for item in rig.board.ready] == ["4"]
+
+
+def test_the_tool_reply_names_the_next_ready_item() -> None:
+    board = PlanBoard()
+    result = TodoTool(board).run(
+        rewrite(todo("1", "in_progress"), todo("2", "pending", blocked_by=["1"]), todo("3"))
+    )
+    assert result.text.endswith("(0/3 completed)\nNext ready: #3")
+
+
+@pytest.mark.parametrize("policy", list(EdgePolicy), ids=str)
+def test_a_blocked_item_can_be_neither_started_nor_completed(policy: EdgePolicy) -> None:
+    rig = deps_board(policy)
+    rig.board.apply(merge(todo("1", "completed")))
+    error = assert_refused(rig, merge(todo("4", "in_progress")), BlockedItemError, "4")
+    assert str(error) == (
+        "Item #4: pending → in_progress is blocked by #2 (pending), #3 (pending); "
+        "finish #2, #3 first"
+    )
+    expected = IllegalEdgeError if policy is EdgePolicy.STRICT else BlockedItemError
+    error = assert_refused(rig, merge(todo("4", "completed")), expected, "4")
+    if policy is EdgePolicy.LENIENT:
+        # The refusal names the move asked for: completing #4, not starting it.
+        assert str(error).startswith("Item #4: pending → completed is blocked by #2 (pending)")
+
+
+def test_completing_the_blocker_and_starting_the_dependent_in_one_batch(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending", blocked_by=["1"])))
+    rig.board.apply(rewrite(todo("2", "in_progress", blocked_by=["1"]), todo("1", "completed")))
+    assert statuses(rig.board) == {"1": COMPLETED, "2": IN_PROGRESS}
+
+
+def test_lenient_walks_a_chain_of_dependents_in_dependency_order(lenient: Rig) -> None:
+    lenient.board.apply(
+        rewrite(
+            todo("3", "pending", blocked_by=["2"]),
+            todo("2", "pending", blocked_by=["1"]),
+            todo("1", "pending"),
+        )
+    )
+    lenient.recorder.records.clear()
+    lenient.board.apply(
+        merge(todo("3", "completed"), todo("2", "completed"), todo("1", "completed"))
+    )
+    assert [e[0] for e in lenient.recorder.edges] == ["1", "1", "2", "2", "3", "3"]
+
+
+@pytest.mark.parametrize("policy", list(EdgePolicy), ids=str)
+def test_without_dependencies_edges_fire_in_batch_order_as_before(policy: EdgePolicy) -> None:
+    rig = make_rig(policy)
+    rig.board.apply(rewrite(todo("1"), todo("2"), todo("3")))
+    rig.recorder.records.clear()
+    rig.board.apply(merge(todo("3", "cancelled"), todo("1", "cancelled")))
+    assert [edge[0] for edge in rig.recorder.edges] == ["3", "1"]
+
+
+def test_a_cancelled_blocker_still_blocks_until_the_dependency_is_dropped(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "pending"), todo("2", "pending", blocked_by=["1"])))
+    rig.board.apply(merge(todo("1", "cancelled")))
+    assert rig.board.render().splitlines()[1] == "[ ] #2: Step 2 (blocked by #1)"
+    error = assert_refused(rig, merge(todo("2", "in_progress")), BlockedItemError, "2")
+    assert str(error) == (
+        "Item #2: pending → in_progress is blocked by #1 (cancelled); a cancelled blocker "
+        "never unblocks: drop #1 from #2's blocked_by, or cancel #2"
+    )
+    rig.board.apply(merge({"id": "2", "status": "in_progress", "blocked_by": []}))
+    assert statuses(rig.board)["2"] is IN_PROGRESS
+
+
+def test_merge_blocked_by_replaces_the_list_and_empty_clears_it() -> None:
+    rig = deps_board()
+    rig.board.apply(merge({"id": "4", "blocked_by": ["3"]}))
+    assert rig.board.items[3].blocked_by == ("3",)
+    rig.board.apply(merge({"id": "4", "status": "pending"}))  # no blocked_by: kept
+    assert rig.board.items[3].blocked_by == ("3",)
+    rig.board.apply(merge({"id": "4", "blockedBy": []}))
+    assert not rig.board.items[3].blocked_by
+    assert "Next ready" not in rig.board.render()
+
+
+def test_a_full_rewrite_that_drops_a_blocker_must_drop_the_dependency(rig: Rig) -> None:
+    rig.board.apply(rewrite(todo("1", "in_progress"), todo("2", "pending", blocked_by=["1"])))
+    error = assert_refused(rig, rewrite(todo("2", "pending")), UnknownDependencyError, "2")
+    assert "#1, which is not in the plan" in str(error)
+    rig.board.apply(rewrite(todo("2", "pending", blocked_by=[])))
+    assert statuses(rig.board) == {"2": PENDING}
+
+
+def test_an_item_in_progress_cannot_be_given_an_unfinished_blocker() -> None:
+    rig = deps_board()
+    error = assert_refused(rig, merge({"id": "1", "blocked_by": ["2"]}), BlockedItemError, "1")
+    assert str(error).startswith("Item #1: blocked_by #2 (pending) on an item that is in_progress")
+
+
+def test_dependency_fields_are_recorded_and_read_back() -> None:
+    rig = deps_board()
+    update = rig.board.apply(merge({"id": "2", "priority": "HIGH"}))
+    fields = update.fields()
+    assert fields["items"][1] == {
+        "id": "2",
+        "text": "Step 2",
+        "status": "pending",
+        "priority": "high",
+    }
+    assert fields["items"][3]["blocked_by"] == ["2", "3"]
+    assert items_from_dicts(fields["items"]) == rig.board.items
+    assert rig.board.items[1].priority is Priority.HIGH
+
+
+def test_a_board_without_the_new_fields_records_and_renders_as_before(rig: Rig) -> None:
+    update = rig.board.apply(rewrite(todo("1", "in_progress", active_form="Doing")))
+    assert update.fields()["items"] == [
+        {"id": "1", "text": "Step 1", "status": "in_progress", "active_form": "Doing"}
+    ]
+    assert "explanation" not in update.fields()
+    assert rig.board.render() == "[>] #1: Step 1 (Doing)\n\n(0/1 completed)"
+
+
+def test_a_long_chain_is_checked_without_recursion() -> None:
+    board = PlanBoard(limit=3000)
+    items = [
+        {"id": str(n), "text": "x", "blocked_by": [str(n - 1)] if n else []} for n in range(3000)
+    ]
+    board.apply({"items": items})
+    items[0]["blocked_by"] = ["2999"]
+    with pytest.raises(DependencyCycleError):
+        board.apply({"items": items})
+
+
+# --- input in the peers' spellings -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        pytest.param(
+            {"todos": [{"id": "1", "text": "Read", "status": "pending"}]},
+            PlanItem("1", "Read", PENDING),
+            id="todos",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "content": "Read", "status": "pending"}]},
+            PlanItem("1", "Read", PENDING),
+            id="content",
+        ),
+        pytest.param(
+            {"items": [{"description": "Read", "status": "pending"}]},
+            PlanItem("1", "Read", PENDING),
+            id="description",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "Read", "status": "in_progress", "activeForm": "R"}]},
+            PlanItem("1", "Read", IN_PROGRESS, "R"),
+            id="activeForm",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "Read", "status": "pending", "blockedBy": []}]},
+            PlanItem("1", "Read", PENDING),
+            id="blockedBy",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "Read", "status": "pending", "priority": "Low"}]},
+            PlanItem("1", "Read", PENDING, priority=Priority.LOW),
+            id="priority",
+        ),
+        pytest.param(
+            {"plan": [{"step": "Read", "status": "pending"}], "explanation": "First"},
+            PlanItem("1", "Read", PENDING),
+            id="codex-update-plan",
+        ),
+        pytest.param(
+            {"todos": [{"content": "Read", "status": "pending", "activeForm": "Reading"}]},
+            PlanItem("1", "Read", PENDING, "Reading"),
+            id="claude-code-todowrite",
+        ),
+    ],
+)
+def test_peer_spellings_are_read_as_ours(
+    rig: Rig, payload: dict[str, Any], expected: PlanItem
+) -> None:
+    rig.board.apply(payload)
+    assert rig.board.items == (expected,)
+
+
+def test_a_refusal_reaches_the_model_as_an_error_result_starting_with_error() -> None:
+    registry = ToolRegistry([TodoTool(PlanBoard())])
+    result = registry.dispatch("todo", {"todos": [{"content": "a", "owner": "me"}]})
+    assert result.is_error
+    assert result.text.startswith("Error: Item 1: unknown key 'owner'; accepted keys: id, ")
+    result = registry.dispatch("todo", {"todos": [{"content": "Read", "status": "pending"}]})
+    assert result == ToolResult("[ ] #1: Read\n\n(0/1 completed)")
+
+
+def test_explanation_is_recorded_on_the_update(rig: Rig) -> None:
+    update = rig.board.apply({"items": [todo("1", "pending", "Read")], "explanation": "Why"})
+    assert update.fields()["explanation"] == "Why"
+
+
+# --- one row per refusal text ------------------------------------------------------------------
+
+EXAMPLE = '{"items": [{"id": "1", "text": "Read hello.py", "status": "in_progress"}]}'
+ACCEPTED_ITEM_KEYS = (
+    "id, text (or content, description, step), status, active_form (or activeForm), priority, "
+    "blocked_by (or blockedBy)"
+)
+
+
+@pytest.mark.parametrize(
+    ("payload", "error", "item_id", "message"),
+    [
+        pytest.param(
+            {"items": [], "notes": "x"},
+            UnknownKeyError,
+            None,
+            "todo input: unknown key 'notes'; accepted keys: items (or todos, plan), merge, "
+            "explanation",
+            id="unknown-top-key",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "a", "status": "pending", "owner": "me"}]},
+            UnknownKeyError,
+            None,
+            f"Item 1: unknown key 'owner'; accepted keys: {ACCEPTED_ITEM_KEYS}",
+            id="unknown-item-key",
+        ),
+        pytest.param(
+            {"items": [], "todos": []},
+            UnknownKeyError,
+            None,
+            "todo input: 'items' and 'todos' are the same field; send only 'items'",
+            id="both-spellings",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "a", "content": "b"}]},
+            UnknownKeyError,
+            None,
+            "Item 1: 'text' and 'content' are the same field; send only 'text'",
+            id="both-item-spellings",
+        ),
+        pytest.param(
+            {"todos": "all"},
+            PlanShapeError,
+            None,
+            "'todos' must be a list of todo objects, got str; send " + EXAMPLE,
+            id="todos-not-a-list",
+        ),
+        pytest.param(
+            {"items": [], "explanation": 3},
+            PlanShapeError,
+            None,
+            "'explanation' must be text saying why the plan changed, got int",
+            id="explanation-type",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "a", "priority": "urgent"}]},
+            InvalidPriorityError,
+            "1",
+            "Item #1: invalid priority 'urgent'; use one of high, medium, low",
+            id="priority",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "a", "blocked_by": "2"}]},
+            UnknownDependencyError,
+            "1",
+            'Item #1: blocked_by must be a list of item ids like ["2", "3"], got str',
+            id="blocked-by-type",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "a", "blocked_by": ["9"]}]},
+            UnknownDependencyError,
+            "1",
+            "Item #1: blocked_by names #9, which is not in the plan; name an item the plan "
+            "keeps, or drop it",
+            id="unknown-id",
+        ),
+        pytest.param(
+            {
+                "items": [
+                    {"id": "2", "text": "a", "blocked_by": ["4"]},
+                    {"id": "4", "text": "b", "blocked_by": ["2"]},
+                ]
+            },
+            DependencyCycleError,
+            "2",
+            "Dependency cycle #2 → #4 → #2: each item waits for the next, so none can start; "
+            "drop one of these blocked_by entries",
+            id="cycle",
+        ),
+        pytest.param(
+            {"items": [{"id": "5", "text": "a", "blocked_by": ["5"]}]},
+            DependencyCycleError,
+            "5",
+            "Dependency cycle #5 → #5: each item waits for the next, so none can start; "
+            "drop one of these blocked_by entries",
+            id="self-cycle",
+        ),
+        pytest.param(
+            {
+                "items": [
+                    {"id": "1", "text": "a"},
+                    {"id": "2", "text": "b", "status": "in_progress", "blocked_by": ["1"]},
+                ]
+            },
+            BlockedItemError,
+            "2",
+            "Item #2: pending → in_progress is blocked by #1 (pending); finish #1 first",
+            id="blocked-start",
+        ),
+        pytest.param(
+            {"items": [{"id": "1", "text": "a", "status": "completed"}]},
+            IllegalEdgeError,
+            "1",
+            "Item #1: pending → completed skips in_progress; mark #1 in_progress first",
+            id="strict-skip",
+        ),
+        pytest.param(
+            {
+                "items": [
+                    {"id": "1", "text": "a", "status": "in_progress"},
+                    {"id": "2", "text": "b", "status": "in_progress"},
+                ]
+            },
+            InProgressConflictError,
+            "2",
+            "Only one task can be in_progress at a time: #1 is in progress; complete or pause "
+            "#1 before starting #2",
+            id="two-in-progress",
+        ),
+    ],
+)
+def test_each_refusal_text(
+    rig: Rig,
+    payload: dict[str, Any],
+    error: type[PlanError],
+    item_id: str | None,
+    message: str,
+) -> None:
+    refused = assert_refused(rig, payload, error, item_id)
+    assert str(refused) == message
+
+
 # --- stateful property test -------------------------------------------------------------------
 
 STATUS_WORDS = [
@@ -875,10 +1297,19 @@ MALFORMED: list[object] = [
 ]
 
 
-def _entries(*, full: bool) -> st.SearchStrategy[list[dict[str, str]]]:
-    optional = {
+#: Blocker ids: the board's own, and one no batch ever creates, so unknown ids come up too.
+BLOCKER_IDS = [*IDS, "9"]
+#: Peers' spellings of our keys, applied at random so every rule also runs in them.
+PEER_SPELLING = {"text": "content", "active_form": "activeForm", "blocked_by": "blockedBy"}
+
+
+def _entries(*, full: bool) -> st.SearchStrategy[list[dict[str, Any]]]:
+    optional: dict[str, st.SearchStrategy[Any]] = {
         "status": st.sampled_from(STATUS_WORDS),
         "active_form": st.sampled_from(["", "Doing it"]),
+        "priority": st.sampled_from(["high", "Low", "urgent"]),
+        # Random dependency graphs: any id may wait for any other, itself or an unknown one.
+        "blocked_by": st.lists(st.sampled_from(BLOCKER_IDS), max_size=3),
     }
     required = {"id": st.sampled_from(IDS)}
     text = st.sampled_from(TEXTS)
@@ -893,6 +1324,10 @@ def _entries(*, full: bool) -> st.SearchStrategy[list[dict[str, str]]]:
     )
 
 
+def peer_spelled(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [{PEER_SPELLING.get(key, key): value for key, value in e.items()} for e in entries]
+
+
 @attrs.frozen
 class Expected:
     """What an independent reading of the issue predicts for one batch."""
@@ -901,15 +1336,36 @@ class Expected:
     items: tuple[PlanItem, ...] = ()
 
 
+def _has_cycle(graph: Mapping[str, Sequence[str]]) -> bool:
+    """Kahn's algorithm, independent of the board's depth-first search."""
+    waiting = {node: len(set(edges)) for node, edges in graph.items()}
+    dependents: dict[str, list[str]] = {node: [] for node in graph}
+    for node, edges in graph.items():
+        for blocker in set(edges):
+            dependents[blocker].append(node)
+    free = [node for node, count in waiting.items() if count == 0]
+    seen = 0
+    while free:
+        node = free.pop()
+        seen += 1
+        for dependent in dependents[node]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                free.append(dependent)
+    return seen != len(graph)
+
+
 def expect(
     before: Sequence[PlanItem],
-    entries: Sequence[Mapping[str, str]],
+    entries: Sequence[Mapping[str, Any]],
     merge: bool,
     policy: EdgePolicy,
 ) -> Expected:
     current = {item.id: item for item in before}
     errors: set[type[PlanError]] = set()
-    parsed: list[tuple[str, str | None, Status | None, str | None]] = []
+    parsed: list[
+        tuple[str, str | None, Status | None, str | None, str | None, tuple[str, ...] | None]
+    ] = []
     for entry in entries:
         text = entry.get("text")
         if text is not None and not text.strip():
@@ -921,8 +1377,22 @@ def expect(
                 status = Status(word)
             else:
                 errors.add(UnknownStatusError)
-        active = entry.get("active_form")
-        parsed.append((entry["id"], text, status, active))
+        priority = entry.get("priority")
+        if priority is not None:
+            priority = priority.lower()
+            if priority not in {"high", "medium", "low"}:
+                errors.add(InvalidPriorityError)
+        blockers = entry.get("blocked_by")
+        parsed.append(
+            (
+                entry["id"],
+                text,
+                status,
+                entry.get("active_form"),
+                priority,
+                None if blockers is None else tuple(dict.fromkeys(blockers)),
+            )
+        )
     ids = [p[0] for p in parsed]
     if len(set(ids)) != len(ids):
         errors.add(DuplicateIdError)
@@ -930,30 +1400,44 @@ def expect(
     if len(order) > LIMIT:
         errors.add(PlanLimitError)
     final = dict(current) if merge else {}
-    walks = False
-    for item_id, text, status, active in parsed:
+    for item_id, text, status, active, priority, blockers in parsed:
         old = current.get(item_id)
         if old is None and text is None:
             errors.add(BlankTextError)
         src = old.status if old else PENDING
         dst = status or src
-        if src != dst and (src, dst) not in EDGES:
-            if (src, dst) == (PENDING, COMPLETED) and policy is EdgePolicy.LENIENT:
-                walks = True
-            else:
-                errors.add(IllegalEdgeError)
+        walk = (src, dst) == (PENDING, COMPLETED) and policy is EdgePolicy.LENIENT
+        if src != dst and (src, dst) not in EDGES and not walk:
+            errors.add(IllegalEdgeError)
         final[item_id] = PlanItem(
             item_id,
             text.strip() if text else (old.text if old else ""),
             dst,
             active.strip() if active is not None else (old.active_form if old else ""),
+            Priority(priority)
+            if priority in {"high", "medium", "low"}
+            else (old.priority if old else None),
+            blockers if blockers is not None else (old.blocked_by if old else ()),
         )
+    if len(set(ids)) == len(ids):
+        graph = {i: final[i].blocked_by for i in order}
+        if any(b not in graph for edges in graph.values() for b in edges):
+            errors.add(UnknownDependencyError)
+        elif _has_cycle(graph):
+            errors.add(DependencyCycleError)
     if errors:
         return Expected(frozenset(errors))
-    in_progress = [i for i, item in final.items() if item.status is IN_PROGRESS]
-    stays = [i for i in in_progress if i in current and current[i].status is IN_PROGRESS]
-    if len(in_progress) > 1 or (walks and stays):
-        return Expected(frozenset({InProgressConflictError}))
+    # Lenient or strict, the batch is accepted when its end state keeps the invariants.
+    refusals: set[type[PlanError]] = set()
+    if sum(item.status is IN_PROGRESS for item in final.values()) > 1:
+        refusals.add(InProgressConflictError)
+    for item in final.values():
+        if item.status in (IN_PROGRESS, COMPLETED) and any(
+            final[b].status is not COMPLETED for b in item.blocked_by
+        ):
+            refusals.add(BlockedItemError)
+    if refusals:
+        return Expected(frozenset(refusals))
     return Expected(frozenset(), tuple(final[i] for i in order))
 
 
@@ -961,13 +1445,27 @@ def expected_render(items: Sequence[PlanItem]) -> str:
     if not items:
         return "No todos."
     lines = []
+    status = {item.id: item.status for item in items}
     for item in items:
         line = f"{MARKERS[item.status]} #{item.id}: {item.text}"
         if item.status is IN_PROGRESS and item.active_form:
             line += f" ({item.active_form})"
+        if item.priority is not None:
+            line += f" ({item.priority} priority)"
+        waiting = [b for b in item.blocked_by if status[b] is not COMPLETED]
+        if waiting and item.status in (PENDING, IN_PROGRESS):
+            line += " (blocked by " + ", ".join(f"#{b}" for b in waiting) + ")"
         lines.append(line)
     done = sum(item.status is COMPLETED for item in items)
-    return "\n".join(lines) + f"\n\n({done}/{len(items)} completed)"
+    text = "\n".join(lines) + f"\n\n({done}/{len(items)} completed)"
+    if any(item.blocked_by for item in items):
+        ready = [
+            f"#{item.id}"
+            for item in items
+            if item.status is PENDING and all(status[b] is COMPLETED for b in item.blocked_by)
+        ]
+        text += "\nNext ready: " + (", ".join(ready) or "none")
+    return text
 
 
 class PlanBoardMachine(RuleBasedStateMachine):
@@ -1007,6 +1505,8 @@ class PlanBoardMachine(RuleBasedStateMachine):
             return
         assert not expected.errors, f"accepted a batch that breaks {set(expected.errors)}"
         event(f"{policy}: accepted")
+        if any(item.blocked_by for item in board.items):
+            event(f"{policy}: accepted with dependencies")
         assert board.items == expected.items
         assert board.revision == before[1] + 1
         transitions = recorder.transitions
@@ -1014,6 +1514,11 @@ class PlanBoardMachine(RuleBasedStateMachine):
         assert update.transitions == tuple(transitions)
         assert update.items == board.items
         assert items_from_dicts(update.fields()["items"]) == board.items
+        final = {item.id: item for item in board.items}
+        for transition in transitions:
+            if transition.trigger == "start":  # no accepted update starts a blocked item
+                blockers = final[transition.item_id].blocked_by
+                assert all(final[b].status is COMPLETED for b in blockers), transition
         per_item = Counter(t.item_id for t in transitions)
         assert max(per_item.values(), default=0) <= (1 if policy is EdgePolicy.STRICT else 2)
         live = self.live[policy]
@@ -1027,18 +1532,75 @@ class PlanBoardMachine(RuleBasedStateMachine):
     @rule(
         policy=st.sampled_from(list(EdgePolicy)),
         entries=_entries(full=True),
+        peer=st.booleans(),
     )
-    def rewrite_batch(self, policy: EdgePolicy, entries: list[dict[str, str]]) -> None:
+    def rewrite_batch(self, policy: EdgePolicy, entries: list[dict[str, Any]], peer: bool) -> None:
+        expected = expect(self.boards[policy].items, entries, False, policy)
+        payload = {"todos": peer_spelled(entries)} if peer else {"items": entries}
+        self._apply(policy, payload, expected)
+
+    @rule(
+        policy=st.sampled_from(list(EdgePolicy)),
+        entries=_entries(full=False),
+        peer=st.booleans(),
+    )
+    def merge_batch(self, policy: EdgePolicy, entries: list[dict[str, Any]], peer: bool) -> None:
+        expected = expect(self.boards[policy].items, entries, True, policy)
+        items = peer_spelled(entries) if peer else entries
+        self._apply(policy, {"items": items, "merge": True}, expected)
+
+    @rule(
+        policy=st.sampled_from(list(EdgePolicy)),
+        size=st.integers(min_value=2, max_value=LIMIT),
+        edges=st.lists(st.tuples(st.integers(0, LIMIT - 1), st.integers(0, LIMIT - 1))),
+        statuses=st.lists(st.sampled_from(["pending", "in_progress", "completed"]), max_size=LIMIT),
+    )
+    def dependency_graph(
+        self,
+        policy: EdgePolicy,
+        size: int,
+        edges: list[tuple[int, int]],
+        statuses: list[str],
+    ) -> None:
+        # A fresh acyclic graph (an item waits only for earlier ones) with random statuses, so
+        # boards with dependencies are accepted often enough to be walked by the other rules.
+        ids = [str(n) for n in range(1, size + 1)]
+        blockers: dict[str, list[str]] = {item_id: [] for item_id in ids}
+        for a, b in edges:
+            if max(a, b) < size and a != b:
+                blockers[ids[max(a, b)]].append(ids[min(a, b)])
+        entries = [
+            {
+                "id": item_id,
+                "text": f"Step {item_id}",
+                "status": statuses[n] if n < len(statuses) else "pending",
+                "blocked_by": blockers[item_id],
+            }
+            for n, item_id in enumerate(ids)
+        ]
         expected = expect(self.boards[policy].items, entries, False, policy)
         self._apply(policy, {"items": entries}, expected)
 
     @rule(
         policy=st.sampled_from(list(EdgePolicy)),
-        entries=_entries(full=False),
+        ring=st.lists(st.sampled_from(IDS), min_size=1, max_size=4, unique=True),
     )
-    def merge_batch(self, policy: EdgePolicy, entries: list[dict[str, str]]) -> None:
-        expected = expect(self.boards[policy].items, entries, True, policy)
-        self._apply(policy, {"items": entries, "merge": True}, expected)
+    def close_a_cycle(self, policy: EdgePolicy, ring: list[str]) -> None:
+        # Each listed item waits for the next and the last for the first: always refused.
+        board = self.boards[policy]
+        on_board = {item.id for item in board.items}
+        ring = [item_id for item_id in ring if item_id in on_board]
+        if not ring:
+            return
+        entries = [
+            {"id": item_id, "blocked_by": [ring[(n + 1) % len(ring)]]}
+            for n, item_id in enumerate(ring)
+        ]
+        self._apply(
+            policy,
+            {"items": entries, "merge": True},
+            Expected(frozenset({DependencyCycleError})),
+        )
 
     @rule(
         policy=st.sampled_from(list(EdgePolicy)),
@@ -1074,6 +1636,14 @@ class PlanBoardMachine(RuleBasedStateMachine):
     def at_most_one_item_in_progress(self) -> None:
         for board in self.boards.values():
             assert sum(item.status is IN_PROGRESS for item in board.items) <= 1
+
+    @invariant()
+    def no_item_in_progress_or_completed_waits_for_unfinished_work(self) -> None:
+        for board in self.boards.values():
+            status = {item.id: item.status for item in board.items}
+            for item in board.items:
+                if item.status in (IN_PROGRESS, COMPLETED):
+                    assert all(status[b] is COMPLETED for b in item.blocked_by), item
 
     @invariant()
     def render_agrees_with_items(self) -> None:

@@ -339,6 +339,20 @@ def test_a_hand_edited_trace_is_caught_and_named(
     assert phrase in err
 
 
+def test_replay_check_verifies_the_dependencies_guard(
+    recording: Recording, tmp_path: Path, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    # The first plan, edited so the item it starts waits for an unfinished one: the recorded
+    # result says accepted, the re-driven board's dependencies_completed guard refuses it.
+    events = _events(recording.trace)
+    call = _index(events, "tool.call", name="todo")
+    events[call]["input"]["items"][0]["blocked_by"] = ["2"]
+    result = _index(events, "tool.result", id=events[call]["id"])
+    code, out, err = cli("replay", "--check", _write(tmp_path / "edited.jsonl", events))
+    assert (code, out) == (1, "")
+    assert f"line {result + 1}: replay rejected the todo call" in err
+
+
 # --- tolerated damage --------------------------------------------------------------------------
 
 

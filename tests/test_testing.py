@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,13 @@ import httpx2
 import pytest
 
 from orchestrator.script import parse_script
-from orchestrator.testing import MessagesServer, check_request
+from orchestrator.testing import (
+    MessagesServer,
+    ServerLimits,
+    check_request,
+    count_tokens,
+    default_summary,
+)
 
 MODEL = "claude-test"
 PROMPT: list[Any] = [{"role": "user", "content": "Plan the work."}]
@@ -230,6 +237,9 @@ def test_exhausted_script_answers_500_once_and_records_it() -> None:
     assert "has no turn 2" in str(caught.value)
 
 
+TOOLS: list[Any] = [{"name": "b", "input_schema": {"type": "object"}}]
+
+
 def test_rule_breaking_request_gets_400_and_keeps_the_script() -> None:
     broken: list[Any] = [
         {"role": "user", "content": "go"},
@@ -248,7 +258,7 @@ def test_rule_breaking_request_gets_400_and_keeps_the_script() -> None:
     with _server({"text": "fine"}) as server:
         client = _client(server)
         with pytest.raises(anthropic.BadRequestError) as caught:
-            client.messages.create(model=MODEL, max_tokens=64, messages=broken)
+            client.messages.create(model=MODEL, max_tokens=64, messages=broken, tools=TOOLS)
         assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
         assert "tool_result" in caught.value.body["error"]["message"]  # type: ignore[index]
         (violation,) = server.violations
@@ -282,9 +292,9 @@ def test_expectations_are_checked_across_a_tool_round() -> None:
                 ],
             },
         ]
-        client.messages.create(model=MODEL, max_tokens=64, messages=conversation)
+        client.messages.create(model=MODEL, max_tokens=64, messages=conversation, tools=TOOLS)
         assert server.violations == []
-        client.messages.create(model=MODEL, max_tokens=64, messages=conversation)
+        client.messages.create(model=MODEL, max_tokens=64, messages=conversation, tools=TOOLS)
         assert server.violations == [
             "turn 3: expected tool result 1 to be an error, got a success: 'hello'",
         ]
@@ -451,6 +461,7 @@ def test_text_after_the_tool_results_is_fine_and_text_before_is_one_violation() 
     after: dict[str, Any] = {
         "model": MODEL,
         "max_tokens": 10,
+        "tools": TOOLS,
         "messages": [
             {"role": "user", "content": "go"},
             {"role": "assistant", "content": [_tool_use("a"), _tool_use("b")]},
@@ -480,3 +491,60 @@ def test_garbage_bodies_are_reported_not_raised() -> None:
         "messages.0: must be an object with role and content",
         "messages.1.content: must be a string or a list of content blocks",
     ]
+
+
+# --- limits: the Models API, count_tokens, and the too-long refusal -------------------------
+
+
+def _limited(limits: ServerLimits, *turns: dict[str, Any]) -> MessagesServer:
+    script = parse_script({"name": "t", "turns": list(turns) or [{"text": "ok"}]}, source="t")
+    return MessagesServer(script, limits=limits, summarize=default_summary)
+
+
+def test_models_retrieve_reads_the_configured_window_through_the_sdk() -> None:
+    with _limited(ServerLimits(max_input_tokens=30_000, max_tokens=4096)) as server:
+        info = _client(server).models.retrieve("claude-test")
+        assert (info.id, info.max_input_tokens, info.max_tokens) == ("claude-test", 30_000, 4096)
+        assert info.capabilities is not None and info.capabilities.thinking.types.adaptive.supported
+        assert server.violations == []
+
+
+def test_an_unknown_model_is_a_404_as_the_service_answers() -> None:
+    with (
+        _limited(ServerLimits(known_models=frozenset({"known"}))) as server,
+        pytest.raises(anthropic.NotFoundError),
+    ):
+        _client(server).models.retrieve("unknown")
+
+
+def test_count_tokens_counts_what_the_limit_checks() -> None:
+    messages: list[Any] = [{"role": "user", "content": "x" * 4000}]
+    body = {"model": MODEL, "max_tokens": 64, "messages": messages}
+    with _limited(ServerLimits()) as server:
+        counted = _client(server).messages.count_tokens(model=MODEL, messages=messages)
+        assert counted.input_tokens == count_tokens(body) > 900
+        assert server.requests == []  # counting is not a turn
+
+
+def test_a_request_over_the_window_gets_the_services_exact_400() -> None:
+    with _limited(ServerLimits(max_input_tokens=1000), {"text": "fine"}) as server:
+        client = _client(server)
+        with pytest.raises(anthropic.BadRequestError) as caught:
+            client.messages.create(
+                model=MODEL, max_tokens=64, messages=[{"role": "user", "content": "x" * 8000}]
+            )
+        error = caught.value.body["error"]  # type: ignore[index]
+        assert error["type"] == "invalid_request_error"
+        assert re.fullmatch(r"prompt is too long: \d+ tokens > 1000 maximum", error["message"])
+        assert server.refusals == [error["message"]]
+        assert server.served == 0
+        message = client.messages.create(model=MODEL, max_tokens=64, messages=PROMPT, tools=TOOLS)
+        assert message.content[0].to_dict() == {"type": "text", "text": "fine"}
+
+
+def test_a_request_without_tools_is_summarised_without_taking_a_turn() -> None:
+    with _limited(ServerLimits(), {"text": "scripted"}) as server:
+        client = _client(server)
+        summary = client.messages.create(model=MODEL, max_tokens=64, messages=PROMPT)
+        assert "Scripted summary" in str(summary.content[0].to_dict()["text"])
+        assert len(server.summary_requests) == 1 and server.served == 0

@@ -557,7 +557,11 @@ def test_the_demo_trace_is_byte_identical_to_the_golden_one_but_for_times_and_id
     Changes to what is recorded are edited into it by hand, as small as they are: since then,
     ``"reminders":true`` in the settings (the eval's no-board arm); the request sizes and the
     scripted usage after the bash tool's description said background processes end with their
-    command (issue 14).
+    command (issue 14); the todo schema's dependencies, priority and explanation (issue 17);
+    the context settings (``context_window``, ``compaction``, ``thinking``, ``effort``), the
+    ``context.window`` event after ``run.started``, ``fixed_tokens`` in ``model.request`` and
+    ``context_tokens`` and ``context_window`` in ``model.response`` (issue 13; checked to be
+    the only changes).
     """
     raw, workdir = demo_trace(tmp_path)
     ours = _normalised(raw, workdir).splitlines()

@@ -23,6 +23,7 @@ import attrs
 from transitions import Machine
 
 from orchestrator.bench import _floors
+from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._sandbox import sandbox_cost
 from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
 from orchestrator.bench._workload import (
@@ -73,6 +74,7 @@ class Sizes:
     replay_rounds_per_run: int = 50
     replay_repeats: int = 3
     cache_rounds: int = 30
+    long_rounds: int = 500
     quick: bool = False
 
 
@@ -93,6 +95,7 @@ QUICK = Sizes(
     replay_rounds=400,
     replay_long_rounds=1600,
     replay_repeats=1,
+    long_rounds=60,
     quick=True,
 )
 
@@ -520,15 +523,46 @@ def _sandbox(sizes: Sizes, workdir: Path) -> Found:
     return found, {}, notes
 
 
+# --- long_run_* -------------------------------------------------------------------------------
+
+
+def _long_run(sizes: Sizes, workdir: Path) -> Found:
+    from orchestrator.bench._long_run import LONG_WINDOW, run_long
+
+    rounds = sizes.long_rounds
+    status, done_rounds, managed = run_long(rounds, managed=True)
+    if status != "done":
+        raise RuntimeError(f"the managed long run ended {status} after {done_rounds} rounds")
+    off_status, off_rounds, _ = run_long(rounds, managed=False)
+    figures = {
+        "long_run_peak_over_window": round(managed.peak / LONG_WINDOW, 3),
+        "long_run_cache_read_share": round(managed.read / max(managed.total, 1), 3),
+        "long_run_unmanaged_refused_at_round": float(off_rounds if off_status == "failed" else 0),
+    }
+    floors = {
+        "long_run_peak_over_window": f"the window: 1 ({LONG_WINDOW:,} tokens)",
+        "long_run_unmanaged_refused_at_round": "the same run with --compaction off",
+    }
+    context = {
+        "long run": (
+            f"{rounds} rounds of ~20 KB tool output under a {LONG_WINDOW:,}-token window: "
+            f"managed {status}; unmanaged (--compaction off) {off_status} at round {off_rounds}"
+        )
+    }
+    return figures, floors, context
+
+
 MEASURES = (
     _overhead,
     _round_cost_growth,
     _live_view,
     _trace,
     _plan_scaling,
+    measure_plan_dependencies,
     _machine_sharing,
     _replay,
     _prompt_cache,
     _update_output,
+    _long_run,
     _sandbox,
 )
