@@ -34,6 +34,7 @@ from orchestrator.bench._workload import (
     clock,
     our_loop,
     plan_items,
+    plan_update_seconds,
     run_baseline,
     run_ours,
     session_script,
@@ -186,30 +187,14 @@ def _trace(sizes: Sizes, workdir: Path) -> Found:
 # --- plan_update_us_* and plan_scaling_exponent -----------------------------------------------
 
 
-def _plan_update_seconds(size: int, updates: int) -> float:
-    """Seconds per todo update that rewrites ``size`` items and moves one, through the registry."""
-    board = PlanBoard(limit=size)
-    registry = ToolRegistry([TodoTool(board)])
-    first = registry.dispatch("todo", {"items": plan_items(size, 1)})
-    moves = min(updates, size)
-    payloads = [{"items": plan_items(size, active)} for active in range(2, moves + 2)]
-    started = clock()
-    results = [registry.dispatch("todo", payload) for payload in payloads]
-    elapsed = clock() - started
-    refused = [r.text for r in (first, *results) if r.is_error]
-    if refused or board.progress != (moves, size):
-        raise RuntimeError(f"plan update benchmark did not apply at {size} items: {refused[:1]}")
-    return elapsed / moves
-
-
 def _plan_scaling(sizes: Sizes, workdir: Path) -> Found:
     wanted = sorted({*sizes.plan_sizes, 20, 200})
     samples: dict[int, list[float]] = {size: [] for size in wanted}
-    _plan_update_seconds(10, 2)  # warm-up
+    plan_update_seconds(10, 2)  # warm-up
     for _ in range(sizes.plan_samples):
         for size in wanted:  # interleaved, so a noisy moment spreads over every size
             gc.collect()
-            samples[size].append(_plan_update_seconds(size, sizes.plan_updates))
+            samples[size].append(plan_update_seconds(size, sizes.plan_updates))
     medians = {size: statistics.median(times) for size, times in samples.items()}
 
     def exponent(sizes_fitted: list[int]) -> float:

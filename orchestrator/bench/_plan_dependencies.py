@@ -17,10 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.bench._timing import Found, slope, us
-from orchestrator.bench._workload import clock, plan_items
-from orchestrator.plan import PlanBoard, TodoTool
+from orchestrator.bench._workload import plan_items, plan_update_seconds
 from orchestrator.protocols import JSONObject
-from orchestrator.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from orchestrator.bench._figures import Sizes
@@ -50,18 +48,7 @@ def _payload(size: int, active: int, blockers: dict[str, list[str]]) -> JSONObje
 def _update_seconds(size: int, updates: int) -> float:
     """Seconds per full rewrite of ``size`` items with their edges, moving one item."""
     blockers = dependency_edges(size)
-    board = PlanBoard(limit=size)
-    registry = ToolRegistry([TodoTool(board)])
-    first = registry.dispatch("todo", _payload(size, 1, blockers))
-    moves = min(updates, size)
-    payloads = [_payload(size, active, blockers) for active in range(2, moves + 2)]
-    started = clock()
-    results = [registry.dispatch("todo", payload) for payload in payloads]
-    elapsed = clock() - started
-    refused = [r.text for r in (first, *results) if r.is_error]
-    if refused or board.progress != (moves, size):
-        raise RuntimeError(f"the dependency benchmark did not apply at {size}: {refused[:1]}")
-    return elapsed / moves
+    return plan_update_seconds(size, updates, lambda n, active: _payload(n, active, blockers))
 
 
 def measure_plan_dependencies(sizes: Sizes, workdir: Path) -> Found:

@@ -350,3 +350,29 @@ def write_trace_of_runs(path: Path, *, runs: int, rounds: int) -> None:
             loop.conversation = Conversation()
             outcome = loop.run(BENCH_TASK)
             _check_outcome("our loop", outcome.status == "done", outcome)
+
+
+def full_rewrite(size: int, active: int) -> JSONObject:
+    """A todo input that rewrites a plan of ``size`` items with ``active`` in progress."""
+    return {"items": plan_items(size, active)}
+
+
+def plan_update_seconds(
+    size: int, updates: int, payload: Callable[[int, int], JSONObject] = full_rewrite
+) -> float:
+    """Seconds per todo update that rewrites ``size`` items and moves one, through the registry.
+
+    ``payload(size, active)`` builds each update (plain items, or items with dependencies).
+    """
+    board = PlanBoard(limit=size)
+    registry = ToolRegistry([TodoTool(board)])
+    first = registry.dispatch("todo", payload(size, 1))
+    moves = min(updates, size)
+    payloads = [payload(size, active) for active in range(2, moves + 2)]
+    started = clock()
+    results = [registry.dispatch("todo", body) for body in payloads]
+    elapsed = clock() - started
+    refused = [r.text for r in (first, *results) if r.is_error]
+    if refused or board.progress != (moves, size):
+        raise RuntimeError(f"plan update benchmark did not apply at {size} items: {refused[:1]}")
+    return elapsed / moves
