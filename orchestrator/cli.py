@@ -901,7 +901,9 @@ class _Session:
         config = self.options.config
         assert self.sandbox is not None  # chosen in _open()
         sandbox = self.sandbox.sandbox
-        workdir = Workdir(self.options.workdir, confined=sandbox.confined)
+        workdir = Workdir(
+            self.options.workdir, confined=sandbox.confined, has_bash=not config.deny_bash
+        )
         tools = [
             *standard_tools(workdir, bash=not config.deny_bash, sandbox=sandbox),
             TodoTool(self.board),

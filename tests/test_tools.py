@@ -850,3 +850,21 @@ def test_redaction_replaces_secret_values_in_every_result(workdir: Workdir, root
     assert read == ToolResult("key=[REDACTED] db=[REDACTED]")
     echoed = registry.dispatch("bash", {"command": "echo short sk-ant-0123456789"})
     assert echoed == ToolResult("short [REDACTED]\n")
+
+
+@pytest.mark.parametrize(
+    ("has_bash", "hint", "not_named"),
+    [(True, "bash 'ls", "list_files"), (False, "list_files", "bash")],
+)
+def test_a_missing_path_names_only_a_listing_tool_the_model_has(
+    tmp_path: Path, has_bash: bool, hint: str, not_named: str
+) -> None:
+    (tmp_path / "sub").mkdir()
+    workdir = Workdir(tmp_path, has_bash=has_bash)
+    registry = ToolRegistry([ReadFileTool(workdir)])
+    missing = registry.dispatch("read_file", {"path": "nope.py"})
+    folder = registry.dispatch("read_file", {"path": "sub"})
+    for result in (missing, folder):
+        assert result.is_error and result.text.startswith("Error:")
+        assert hint in result.text and not_named not in result.text
+    assert "sub" in folder.text.split("list it with", 1)[1]

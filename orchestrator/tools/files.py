@@ -36,14 +36,14 @@ def _read_text(workdir: Workdir, tool: str, path: str) -> tuple[Path, str]:
         opened = read_regular(base, relative, _MAX_FILE_BYTES)
     except FileNotFoundError:
         raise ToolError(
-            f"Error: {tool}: {quoted(path)} does not exist; list the files with bash 'ls' "
-            "and check the path"
+            f"Error: {tool}: {quoted(path)} does not exist; list the files with "
+            f"{workdir.how_to_list()} and check the path"
         ) from None
     except NotRegular as error:
         if error.kind == "a directory":
             raise ToolError(
-                f"Error: {tool}: {quoted(path)} is a directory, not a file; list it with bash "
-                f"'ls {workdir.relative(target)}'"
+                f"Error: {tool}: {quoted(path)} is a directory, not a file; list it with "
+                f"{workdir.how_to_list(workdir.relative(target))}"
             ) from None
         raise ToolError(
             f"Error: {tool}: {quoted(path)} is not a regular file ({error.kind}); only "

@@ -28,6 +28,15 @@ class Workdir:
     root: Path = attrs.field(converter=_resolved_root)
     #: ``--sandbox none`` turns confinement off: paths resolve anywhere the user can reach.
     confined: bool = True
+    #: Whether the model has bash to look around with; without it (``--deny-bash``) error
+    #: texts point at the ``list_files`` tool instead, so no hint names a tool it lacks.
+    has_bash: bool = True
+
+    def how_to_list(self, path: str = ".") -> str:
+        """The call that lists ``path``, in the words of the tools the model has."""
+        if self.has_bash:
+            return f"bash 'ls {path}'" if path != "." else "bash 'ls'"
+        return f"list_files (path {path!r})" if path != "." else "list_files"
 
     def resolve(self, path: str) -> Path:
         """Return the absolute, symlink-free location of ``path``, or raise :class:`ToolError`.
