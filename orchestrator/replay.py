@@ -295,6 +295,15 @@ class Replay:
                 # A conversation the trace cannot build (a line missing or out of order): the
                 # machines' own checks name the problem; the context is no longer followed.
                 self._follower = None
+            if (
+                self._follower is not None
+                and self._follower.manager is None
+                and name not in _MANAGER_STARTS
+            ):
+                # A run without a context keeper (no context.window after run.started) never
+                # clears or compacts, so there is nothing to re-derive; following its whole
+                # conversation would only make replay's memory grow with the trace.
+                self._follower = None
         handler = self._handlers.get(name)
         return handler(self, line) if handler is not None else None
 
@@ -570,6 +579,11 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         task=task,
         rounds_since_update=stale,
     )
+
+
+#: The lines between which a run's context keeper is set up (``context.window`` follows
+#: ``run.started`` when the run has one).
+_MANAGER_STARTS = frozenset({"run.started", "context.window"})
 
 
 def _board_from(plan: Mapping[str, Any]) -> PlanBoard:

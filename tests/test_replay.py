@@ -892,3 +892,27 @@ def test_a_resumed_run_keeps_counting_rounds_since_the_plan_changed(tmp_path: Pa
         )
     assert outcome.status == "done", outcome.reason
     assert Replay(read_trace(trace_path)).check() is None
+
+
+def test_an_unmanaged_trace_is_not_followed_yet_a_forged_clearing_in_it_diverges(
+    tmp_path: Path,
+) -> None:
+    """A run without ``context.window`` never clears: replay stops following its conversation
+    (so memory stays flat), and a ``context.cleared`` line in such a trace is still caught."""
+    source = Path(__file__).parent / "data" / "replay_corpus" / "demo.jsonl"
+    lines = source.read_text(encoding="utf-8").splitlines()
+    assert not any('"context.window"' in line for line in lines)
+    template = json.loads(lines[9])
+    forged = {key: template[key] for key in ("ts", "run_id", "trace_format") if key in template}
+    forged.update(event="context.cleared", blocks=2, tokens_freed=100)
+    events = [json.loads(line) for line in lines[:10]] + [forged]
+    events += [json.loads(line) for line in lines[10:]]
+    for seq, event in enumerate(events, start=1):
+        event["seq"] = seq
+    path = tmp_path / "forged.jsonl"
+    path.write_text("".join(json.dumps(event) + "\n" for event in events), encoding="utf-8")
+
+    assert Replay(read_trace(source)).check() is None
+    divergence = Replay(read_trace(path)).check()
+    assert divergence is not None and divergence.line == 11
+    assert "context.cleared" in str(divergence)
