@@ -180,10 +180,6 @@ class Conversation:
             "messages": messages,
         }
 
-    def encoded_size(self, body: Mapping[str, Any]) -> int:
-        """``len(json.dumps(body, ensure_ascii=False))`` without re-encoding old messages."""
-        return self.summary(body).bytes
-
     def summary(self, body: Mapping[str, Any]) -> RequestSummary:
         """The message count, breakpoints and encoded size of a body :meth:`request` built.
 
