@@ -10,14 +10,16 @@ import os
 import selectors
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
 from orchestrator.protocols import JSONObject, ToolError, ToolResult
+from orchestrator.tools import cgroups
 from orchestrator.tools.arguments import error_result, optional, required, with_note
-from orchestrator.tools.processes import apply_limits, kill_everything, with_reaper
+from orchestrator.tools.cgroups import CallGroup
+from orchestrator.tools.processes import launcher, stop_command, with_reaper
 from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 from orchestrator.tools.workdir import Workdir
 
@@ -140,10 +142,32 @@ class BashTool:
 
     def _execute(self, command: str, timeout: float) -> ToolResult:
         argv, env = self.sandbox.command(command, os.environ)
-        if self.sandbox.mode != "bwrap":
-            # bwrap's pid namespace ends with the command; elsewhere a reaper does that job.
+        limits = self.sandbox.policy.limits
+        group = cgroups.create_call_group(
+            cgroups.available(),
+            max_processes=limits.max_processes,
+            max_memory_bytes=limits.max_memory_bytes,
+        )
+        if group is None and self.sandbox.mode != "bwrap":
+            # bwrap's pid namespace ends with the command; without a group a reaper does that.
             argv = with_reaper(argv)
         try:
+            return self._supervise(command, launcher(argv, limits, group), env, timeout, group)
+        finally:
+            if group is not None:
+                cgroups.remove(group)
+
+    def _supervise(
+        self,
+        command: str,
+        argv: list[str],
+        env: dict[str, str],
+        timeout: float,
+        group: CallGroup | None,
+    ) -> ToolResult:
+        try:
+            # No preexec_fn: the launcher joins the group and sets the limits, so Popen can
+            # take its vfork path instead of copying the whole harness.
             process = subprocess.Popen(
                 argv,
                 cwd=self.workdir.root,
@@ -152,8 +176,6 @@ class BashTool:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=env,
-                # Only setrlimit runs between fork and exec: no lock another thread could hold.
-                preexec_fn=functools.partial(apply_limits, self.sandbox.policy.limits),  # noqa: PLW1509
             )
         except OSError as error:
             if error.errno == errno.E2BIG:
@@ -169,16 +191,22 @@ class BashTool:
         output = _CappedText(self.max_output)
         finish: _Finish | None = None
         try:
-            finish = _watch(process, pipe.fileno(), output, timeout, self.background_grace)
+            # With a group, what bash left behind is killed the moment it exits, as the reaper
+            # or bwrap's pid namespace does elsewhere, so its output pipe closes at once.
+            exited = None if group is None else functools.partial(cgroups.kill_members, group)
+            finish = _watch(
+                process, pipe.fileno(), output, timeout, self.background_grace, exited=exited
+            )
             if finish.timed_out:
-                kill_everything(process, pipe_inode)
+                stop_command(process, pipe_inode, group)
                 _drain(pipe.fileno(), output)
         finally:
             # Background processes end with the command, in every mode; after a Ctrl-C too,
-            # which never reaches the command in its own session. A clean end (output closed,
-            # the reaper or bwrap's pid namespace gone) leaves nothing to look for.
-            if finish is None or finish.detached:
-                kill_everything(process, pipe_inode)
+            # which never reaches the command in its own session. With a group, emptying it
+            # costs one read; without, a clean end (output closed, the reaper or bwrap's pid
+            # namespace gone) leaves nothing to look for.
+            if group is not None or finish is None or finish.detached:
+                stop_command(process, pipe_inode, group)
             pipe.close()
             _reap(process)
         return self._result(finish, output, process.returncode, timeout)
@@ -214,8 +242,13 @@ def _watch(
     output: _CappedText,
     timeout: float,
     grace: float,
+    *,
+    exited: Callable[[], None] | None = None,
 ) -> _Finish:
-    """Read the command's output until it exits and closes the pipe, or until the deadline."""
+    """Read the command's output until it exits and closes the pipe, or until the deadline.
+
+    ``exited`` runs once, when bash is first seen to have exited with the pipe still open.
+    """
     deadline = time.monotonic() + timeout
     exited_at: float | None = None
     with selectors.DefaultSelector() as selector:
@@ -223,6 +256,8 @@ def _watch(
         while True:
             now = time.monotonic()
             if process.poll() is not None:
+                if exited_at is None and exited is not None:
+                    exited()
                 exited_at = now if exited_at is None else exited_at
                 if now - exited_at >= grace or now >= deadline:
                     return _Finish(detached=True)

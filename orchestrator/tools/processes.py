@@ -1,22 +1,30 @@
-"""Finding and killing every process a command started, wherever it went.
+"""Starting a command inside its limits, and killing every process it started, wherever it went.
 
-A grandchild that called setsid has left the process group, and one that double-forked has
-left the process tree too; these helpers find them by ancestry and by the output pipe they hold.
+Where the call has a control group (:mod:`orchestrator.tools.cgroups`) membership says what
+the command started. Elsewhere a grandchild that called setsid has left the process group, and
+one that double-forked has left the process tree too; the fallback finds them by ancestry and by
+the output pipe they hold.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import resource
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from orchestrator.tools import _reaper
+import attrs
+
+from orchestrator.tools import _reaper, cgroups
 from orchestrator.tools._reaper import descendants, process_ids
+from orchestrator.tools.cgroups import CallGroup
 from orchestrator.tools.sandbox import Limits
 
 _KILL_ROUNDS = 10
@@ -45,22 +53,71 @@ def with_reaper(argv: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", str(Path(_reaper.__file__)), *argv]
 
 
-def apply_limits(limits: Limits) -> None:
-    """Set the command's rlimits; runs in the child between fork and exec.
+@attrs.frozen
+class LauncherShell:
+    """The small shell that starts every command: joins its groups, sets rlimits, then execs.
 
-    The kernel does not hold root to the process-count limit; the memory limit counts data
-    segments (not address space, which runtimes such as V8 reserve by the gigabyte).
+    dash starts in well under a millisecond; bash is the fallback. Their ``ulimit`` differ in
+    the process-count flag and in the file-size unit, so both are part of the value.
     """
-    for kind, value in (
-        (resource.RLIMIT_NPROC, limits.max_processes),
-        (resource.RLIMIT_FSIZE, limits.max_file_bytes),
-        (resource.RLIMIT_DATA, limits.max_memory_bytes),
-        (resource.RLIMIT_CORE, 0),
+
+    path: str
+    process_flag: str
+    file_block: int
+
+
+@functools.cache
+def launcher_shell() -> LauncherShell:
+    """The launcher: dash where it is installed, else bash; looked up once, by absolute path."""
+    for candidate in ("/bin/dash", "/usr/bin/dash"):
+        if os.access(candidate, os.X_OK):
+            return LauncherShell(candidate, "-p", 512)
+    return LauncherShell(shutil.which("bash") or "/bin/bash", "-u", 1024)
+
+
+def launcher(argv: list[str], limits: Limits, group: CallGroup | None) -> list[str]:
+    """``argv`` started by a launcher that joins the call's group and sets its rlimits first.
+
+    It replaces ``preexec_fn``, which makes Popen fork the whole harness instead of taking the
+    vfork path, and it puts the command in its group before it runs anything, which Popen
+    cannot. Rlimits: processes (which the kernel does not apply to root; the group's
+    ``pids.max`` does), file size, data segments (not address space, which runtimes such as V8
+    reserve by the gigabyte) and no core dumps, never above a hard limit already in force.
+    """
+    shell = launcher_shell()
+    joins = group.procs_files if group is not None else ()
+    steps = [f"echo $$ > {shlex.quote(str(procs))} || exit 125" for procs in joins]
+    for kind, flag, value, unit in (
+        (resource.RLIMIT_NPROC, shell.process_flag, limits.max_processes, 1),
+        (resource.RLIMIT_FSIZE, "-f", limits.max_file_bytes, shell.file_block),
+        (resource.RLIMIT_DATA, "-d", limits.max_memory_bytes, 1024),
+        (resource.RLIMIT_CORE, "-c", 0, 1),
     ):
-        with contextlib.suppress(ValueError, OSError):  # never above an existing hard limit
-            _soft, hard = resource.getrlimit(kind)
-            bound = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(kind, (bound, bound))
+        bound = max(_bounded(kind, value) // unit, 0)
+        steps.append(f"ulimit -S {flag} {bound} 2>/dev/null; ulimit -H {flag} {bound} 2>/dev/null")
+    steps.append('exec "$@"')
+    return [shell.path, "-c", "; ".join(steps), "orchestrator-launch", *argv]
+
+
+def _bounded(kind: int, value: int) -> int:
+    try:
+        _soft, hard = resource.getrlimit(kind)
+    except (ValueError, OSError):
+        return value
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+def stop_command(
+    process: subprocess.Popen[bytes], pipe_inode: int, group: CallGroup | None
+) -> None:
+    """SIGKILL everything the command started: by group membership where it has a group."""
+    if group is None:
+        kill_everything(process, pipe_inode)
+        return
+    cgroups.kill_members(group)
+    # A root command outside bwrap can move itself out of the group, not out of its session.
+    with contextlib.suppress(OSError):  # the session is usually empty by now
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def kill_everything(process: subprocess.Popen[bytes], pipe_inode: int) -> None:

@@ -1,0 +1,301 @@
+"""Per-call control groups: a process and memory cap that holds for root, and a kill by membership.
+
+The kernel does not hold root to ``RLIMIT_NPROC``, and ``RLIMIT_DATA`` bounds one process, not a
+command's whole tree, so each bash call gets its own group (``orchestrator-<pid>-<n>``) beneath
+the harness's own group in every writable hierarchy: ``pids.max`` and the memory cap (v2
+``memory.max``, v1 ``memory.limit_in_bytes``) bound the call, and afterwards every member is
+killed (v2 ``cgroup.kill``; else ``cgroup.procs`` read and SIGKILLed until empty, a race that
+``pids.max`` bounds) and the group removed. A double fork or ``setsid`` leaves the process tree
+and the session, not the group.
+
+Both layouts are found from ``/proc/self/mounts`` and ``/proc/self/cgroup``: a v1/v2 hybrid
+(``/sys/fs/cgroup/pids``, ``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/unified``) and a pure v2
+host whose group delegates ``pids`` and ``memory``. Where nothing is writable (an ordinary user
+without delegation) :func:`available` finds no hierarchy and the caller falls back to rlimits
+and the per-call reaper. Found once per process; nothing is probed at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import itertools
+import os
+import signal
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import attrs
+
+#: The limits a call's group can carry.
+CONTROLLERS = ("pids", "memory")
+_KILL_SECONDS = 2.0
+_REMOVE_SECONDS = 1.0
+_PAUSE = 0.002
+# Numbers call groups within this process; next() on a count is atomic under the GIL, so
+# commands run from several threads (eval --jobs) never share a name.
+_serial = itertools.count(1)
+
+
+def _frozenset(values: Iterable[str]) -> frozenset[str]:
+    return frozenset(values)
+
+
+@attrs.frozen
+class Hierarchy:
+    """One mounted hierarchy where call groups can be made, and what a group there bounds."""
+
+    version: int = attrs.field(validator=attrs.validators.in_((1, 2)))
+    #: The harness's own group in this hierarchy; call groups are made beneath it.
+    parent: Path
+    #: Which of :data:`CONTROLLERS` a group here enforces.
+    controllers: frozenset[str] = attrs.field(converter=_frozenset)
+
+    @property
+    def kills_at_once(self) -> bool:
+        """Whether ``cgroup.kill`` ends every member in one write (v2, Linux 5.14+)."""
+        return self.version == 2 and (self.parent / "cgroup.kill").exists()
+
+    def describe(self) -> str:
+        what = ", ".join(sorted(self.controllers)) or "membership only"
+        return f"{self.parent} (v{self.version}: {what})"
+
+
+@attrs.frozen
+class Controllers:
+    """The hierarchies per-call groups go into; empty where nothing is writable."""
+
+    hierarchies: tuple[Hierarchy, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.hierarchies)
+
+    def bounds(self, controller: str) -> bool:
+        """Whether some hierarchy enforces ``controller`` (``pids`` or ``memory``)."""
+        return any(controller in h.controllers for h in self.hierarchies)
+
+    def describe(self) -> str:
+        """One line for ``doctor``."""
+        if not self.usable:
+            return (
+                "none writable: processes bounded by RLIMIT_NPROC (not for root), memory by "
+                "RLIMIT_DATA per process, survivors found by the per-call reaper"
+            )
+        return "; ".join(h.describe() for h in self.hierarchies)
+
+
+@attrs.frozen
+class CallGroup:
+    """One bash call's group: a directory in each hierarchy, made before the command starts."""
+
+    directories: tuple[Path, ...]
+    #: The v2 directory whose ``cgroup.kill`` ends every member at once, if any.
+    killer: Path | None = None
+
+    @property
+    def procs_files(self) -> tuple[Path, ...]:
+        """The files the launcher writes its pid into, so it joins before it runs anything."""
+        return tuple(directory / "cgroup.procs" for directory in self.directories)
+
+
+def parse_hierarchies(mounts: str, membership: str) -> list[Hierarchy]:
+    """Candidate hierarchies from ``/proc/self/mounts`` and ``/proc/self/cgroup`` text.
+
+    For v1, only mounts of the ``pids`` or ``memory`` controller; for v2, the unified mount, with
+    the controllers its group offers to children (``cgroup.controllers``). Nothing is written.
+    """
+    groups_v1: dict[str, str] = {}
+    group_v2: str | None = None
+    for line in membership.splitlines():
+        number, _, rest = line.partition(":")
+        names, _, path = rest.partition(":")
+        if number == "0" and names == "":
+            group_v2 = path
+        for name in names.split(","):
+            groups_v1[name] = path
+    found: list[Hierarchy] = []
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        mount_point, kind, options = _unescape(fields[1]), fields[2], fields[3].split(",")
+        if kind == "cgroup":
+            wanted = [name for name in CONTROLLERS if name in options and name in groups_v1]
+            if wanted:
+                parent = Path(mount_point) / groups_v1[wanted[0]].lstrip("/")
+                found.append(Hierarchy(1, parent, wanted))
+        elif kind == "cgroup2" and group_v2 is not None:
+            parent = Path(mount_point) / group_v2.lstrip("/")
+            found.append(Hierarchy(2, parent, _offered(parent)))
+    return found
+
+
+def _unescape(field: str) -> str:
+    # /proc/self/mounts writes space, tab, newline and backslash as octal escapes.
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def _offered(parent: Path) -> list[str]:
+    try:
+        offered = (parent / "cgroup.controllers").read_text(encoding="utf-8").split()
+    except OSError:
+        return []
+    return [name for name in CONTROLLERS if name in offered]
+
+
+def usable_hierarchies(candidates: Iterable[Hierarchy]) -> Controllers:
+    """The candidates where a group can be made and given its limits here, probed once.
+
+    A v2 group needs its controllers turned on for children (``cgroup.subtree_control``); a
+    group that holds processes itself may refuse that (the no-internal-process rule), and then
+    a child group still gives membership and ``cgroup.kill``, without the limits.
+    """
+    usable: list[Hierarchy] = []
+    for hierarchy in candidates:
+        checked = _probe(hierarchy)
+        if checked is not None and (checked.controllers or checked.kills_at_once):
+            usable.append(checked)
+    # One v1 hierarchy can carry both controllers (co-mounted); a v2 one replaces nothing.
+    return Controllers(tuple(usable))
+
+
+def _probe(hierarchy: Hierarchy) -> Hierarchy | None:
+    if hierarchy.version == 2:
+        hierarchy = attrs.evolve(hierarchy, controllers=_delegated(hierarchy))
+    probe = hierarchy.parent / f"orchestrator-{os.getpid()}-probe"
+    try:
+        probe.mkdir()
+    except OSError:
+        return None
+    try:
+        kept = [name for name in hierarchy.controllers if _limit_file(hierarchy, probe, name)]
+    finally:
+        with contextlib.suppress(OSError):
+            probe.rmdir()
+    return attrs.evolve(hierarchy, controllers=kept)
+
+
+def _delegated(hierarchy: Hierarchy) -> list[str]:
+    subtree = hierarchy.parent / "cgroup.subtree_control"
+    try:
+        enabled = subtree.read_text(encoding="utf-8").split()
+    except OSError:
+        return []
+    for name in hierarchy.controllers:
+        if name not in enabled:
+            try:
+                subtree.write_text(f"+{name}", encoding="utf-8")
+                enabled.append(name)
+            except OSError:
+                continue  # processes in this group, or not delegated: membership only
+    return [name for name in hierarchy.controllers if name in enabled]
+
+
+def _limit_file(hierarchy: Hierarchy, group: Path, controller: str) -> Path | None:
+    names = {
+        ("pids", 1): "pids.max",
+        ("pids", 2): "pids.max",
+        ("memory", 1): "memory.limit_in_bytes",
+        ("memory", 2): "memory.max",
+    }
+    path = group / names[controller, hierarchy.version]
+    return path if os.access(path, os.W_OK) else None
+
+
+@functools.cache
+def available() -> Controllers:
+    """The hierarchies this process makes call groups in, found and probed once."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text(encoding="utf-8")
+        membership = Path("/proc/self/cgroup").read_text(encoding="utf-8")
+    except OSError:
+        return Controllers()
+    return usable_hierarchies(parse_hierarchies(mounts, membership))
+
+
+def create_call_group(
+    controllers: Controllers, *, max_processes: int, max_memory_bytes: int
+) -> CallGroup | None:
+    """A new group in every usable hierarchy with its limits set, or None where none could be made.
+
+    A hierarchy that refuses (its group removed meanwhile, out of descendants) is left out; the
+    call still gets the others.
+    """
+    name = f"orchestrator-{os.getpid()}-{next(_serial)}"
+    made: list[Path] = []
+    killer: Path | None = None
+    for hierarchy in controllers.hierarchies:
+        directory = hierarchy.parent / name
+        try:
+            directory.mkdir()
+        except OSError:
+            continue
+        made.append(directory)
+        if hierarchy.kills_at_once:
+            killer = directory
+        # A group without its cap still gives membership and the kill; the rlimits stay.
+        with contextlib.suppress(OSError):
+            _set_limits(hierarchy, directory, max_processes, max_memory_bytes)
+    return CallGroup(tuple(made), killer) if made else None
+
+
+def _set_limits(hierarchy: Hierarchy, directory: Path, processes: int, memory: int) -> None:
+    if "pids" in hierarchy.controllers:
+        (directory / "pids.max").write_text(str(processes), encoding="utf-8")
+    if "memory" in hierarchy.controllers and hierarchy.version == 2:
+        (directory / "memory.max").write_text(str(memory), encoding="utf-8")
+        # Without these the group could page out past its cap instead of being stopped.
+        with contextlib.suppress(OSError):
+            (directory / "memory.swap.max").write_text("0", encoding="utf-8")
+    elif "memory" in hierarchy.controllers:
+        (directory / "memory.limit_in_bytes").write_text(str(memory), encoding="utf-8")
+        with contextlib.suppress(OSError):
+            (directory / "memory.memsw.limit_in_bytes").write_text(str(memory), encoding="utf-8")
+
+
+def members(group: CallGroup) -> set[int]:
+    """Every process in the group, in any of its hierarchies."""
+    found: set[int] = set()
+    for procs in group.procs_files:
+        with contextlib.suppress(OSError):
+            found.update(int(pid) for pid in procs.read_text(encoding="utf-8").split())
+    return found
+
+
+def kill_members(group: CallGroup) -> None:
+    """SIGKILL every member until the group is empty (bounded: ``pids.max`` caps each round)."""
+    if group.killer is not None:
+        with contextlib.suppress(OSError):
+            (group.killer / "cgroup.kill").write_text("1", encoding="utf-8")
+    deadline = time.monotonic() + _KILL_SECONDS
+    while True:
+        alive = members(group)
+        if not alive:
+            return
+        if time.monotonic() > deadline:
+            return  # stuck in the kernel (D state): nothing more a signal can do
+        for pid in alive:
+            with contextlib.suppress(OSError):  # gone already
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(_PAUSE)
+
+
+def remove(group: CallGroup) -> None:
+    """Remove the group's directories; a dying member may keep one busy for a moment."""
+    deadline = time.monotonic() + _REMOVE_SECONDS
+    for directory in group.directories:
+        while True:
+            try:
+                directory.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError as error:
+                if error.errno != errno.EBUSY or time.monotonic() > deadline:
+                    break  # an empty group left behind costs nothing and holds no process
+                time.sleep(_PAUSE)
