@@ -65,7 +65,6 @@ from orchestrator.tools import ToolRegistry, Workdir, standard_tools
 from orchestrator.tools.processes import make_undumpable
 from orchestrator.tools.sandbox import (
     SandboxChoice,
-    SandboxPolicy,
     SandboxUnavailable,
     choose_sandbox,
 )
@@ -260,16 +259,11 @@ def _trusted_config(workdir: Path, flags: Mapping[str, Any], *, trust: bool) -> 
 
 def _choose_sandbox(options: RunOptions, hidden: Sequence[Path]) -> SandboxChoice:
     """The sandbox bash runs in; ``--sandbox bwrap`` that cannot run here is exit 2."""
-    config = options.config
-    policy = SandboxPolicy(
-        options.workdir,
-        allow_network=config.allow_network,
-        ro_paths=config.ro_path,
-        env_names=config.env,
-        hidden=tuple(hidden),
-    )
+    from orchestrator.doctor import sandbox_policy
+
+    policy = sandbox_policy(options.workdir, options.config, hidden)
     try:
-        return choose_sandbox(config.sandbox, policy)
+        return choose_sandbox(options.config.sandbox, policy)
     except SandboxUnavailable as error:
         raise InputError(str(error)) from None
 

