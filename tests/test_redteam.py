@@ -597,6 +597,20 @@ ATTACKS = [
         ],
         _no_survivors,
     ),
+    Attack(
+        "detach-then-kill-own-shell",
+        "survivors",
+        BOTH,
+        # Orphaned, in a session of its own, holding no pipe, its shell gone: only the call's
+        # group (or pid namespace) still leads to it.
+        lambda s: [
+            _bash(
+                f"(setsid bash -c 'exec -a {s.marker}-orphan sleep 300' > /dev/null 2>&1 &); "
+                "sleep 0.3; kill -KILL $$"
+            )
+        ],
+        _no_survivors,
+    ),
     # Resources: a fork bomb and a memory hog, as root too (the kernel exempts root from
     # RLIMIT_NPROC; the call's control group holds everyone).
     Attack(

@@ -23,6 +23,7 @@ from orchestrator.tools import (
     ToolRegistry,
     Workdir,
     WriteFileTool,
+    cgroups,
     scrub_environment,
     standard_tools,
 )
@@ -316,6 +317,17 @@ def test_scrub_environment_drops_secret_names_in_any_case() -> None:
     }
 
 
+@pytest.fixture(params=["group", "reaper"])
+def supervision(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """How bash's processes are found: its control group, or (where none is writable) the reaper."""
+    if request.param == "group" and not cgroups.available().usable:
+        pytest.skip(f"no writable control group here: {cgroups.available().describe()}")
+    if request.param == "reaper":
+        monkeypatch.setattr(cgroups, "available", cgroups.Controllers)
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("supervision")
 def test_bash_timeout_kills_every_process_it_started(
     registry: ToolRegistry, root: Path, reap_pids: list[Path]
 ) -> None:
@@ -340,6 +352,7 @@ def test_bash_timeout_kills_every_process_it_started(
         assert _wait_until_dead(pid), f"{pid_file.name}: process {pid} survived the timeout"
 
 
+@pytest.mark.usefixtures("supervision")
 def test_bash_returns_and_stops_a_background_process_that_keeps_the_pipe(
     workdir: Workdir, root: Path, reap_pids: list[Path]
 ) -> None:
@@ -349,6 +362,21 @@ def test_bash_returns_and_stops_a_background_process_that_keeps_the_pipe(
     assert not result.is_error
     assert result.text == "started\n"
     assert _wait_until_dead(int((root / "bg.pid").read_text()))
+
+
+@pytest.mark.usefixtures("supervision")
+def test_bash_stops_what_a_command_left_before_it_killed_itself(
+    workdir: Workdir, root: Path, reap_pids: list[Path]
+) -> None:
+    # Orphaned, in its own session, holding no pipe: only the group (or the reaper) knows it.
+    reap_pids.append(root / "orphan.pid")
+    command = (
+        "(setsid bash -c 'echo $$ > orphan.pid; exec sleep 60' > /dev/null 2>&1 &); "
+        "until [ -s orphan.pid ]; do sleep 0.01; done; kill -KILL $$"
+    )
+    result = BashTool(workdir).run({"command": command, "timeout": 30})
+    assert "[terminated by signal 9]" in result.text
+    assert _wait_until_dead(int((root / "orphan.pid").read_text()))
 
 
 @pytest.mark.parametrize(

@@ -83,7 +83,8 @@ def main(argv: list[str]) -> None:
         while True:
             os.waitpid(-1, 0)
     if os.WIFSIGNALED(status):
-        signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        with contextlib.suppress(OSError):  # SIGKILL has no handler to reset
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
         os.kill(me, os.WTERMSIG(status))
     sys.exit(os.waitstatus_to_exitcode(status))
 

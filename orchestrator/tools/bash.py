@@ -202,10 +202,10 @@ class BashTool:
                 _drain(pipe.fileno(), output)
         finally:
             # Background processes end with the command, in every mode; after a Ctrl-C too,
-            # which never reaches the command in its own session. With a group, emptying it
-            # costs one read; without, a clean end (output closed, the reaper or bwrap's pid
-            # namespace gone) leaves nothing to look for.
-            if group is not None or finish is None or finish.detached:
+            # which never reaches the command in its own session. A clean end leaves nothing
+            # to look for: the group was emptied when bash exited, or the reaper or bwrap's
+            # pid namespace ended the rest.
+            if finish is None or finish.detached:
                 stop_command(process, pipe_inode, group)
             pipe.close()
             _reap(process)
@@ -247,34 +247,50 @@ def _watch(
 ) -> _Finish:
     """Read the command's output until it exits and closes the pipe, or until the deadline.
 
-    ``exited`` runs once, when bash is first seen to have exited with the pipe still open.
+    ``exited`` runs once, when bash is first seen to have exited. Its exit is watched through a
+    pidfd where the kernel has one (5.3+), so it is seen at once rather than at the next poll.
     """
     deadline = time.monotonic() + timeout
     exited_at: float | None = None
-    with selectors.DefaultSelector() as selector:
+    output_open = True
+    with contextlib.ExitStack() as cleanup, selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
+        exit_fd = _exit_fd(process)
+        if exit_fd is not None:
+            cleanup.callback(os.close, exit_fd)
+            selector.register(exit_fd, selectors.EVENT_READ)
         while True:
             now = time.monotonic()
-            if process.poll() is not None:
-                if exited_at is None and exited is not None:
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+                if exit_fd is not None:
+                    selector.unregister(exit_fd)  # readable from now on: nothing more to say
+                if exited is not None:
                     exited()
-                exited_at = now if exited_at is None else exited_at
-                if now - exited_at >= grace or now >= deadline:
-                    return _Finish(detached=True)
-            elif now >= deadline:
+            if exited_at is not None and not output_open:
+                return _Finish()
+            if exited_at is not None and (now - exited_at >= grace or now >= deadline):
+                return _Finish(detached=True)
+            if now >= deadline:
+                # Output closed or not, bash is still running.
                 return _Finish(timed_out=True)
-            if not selector.select(min(deadline - now, _POLL_SECONDS)):
-                continue
-            chunk = os.read(fd, _READ_CHUNK)
-            if not chunk:
-                break
-            output.feed(chunk)
-    # End of output: bash closed its stdout, though it may still be running without it.
+            for key, _events in selector.select(min(deadline - now, _POLL_SECONDS)):
+                if key.fd != fd:
+                    continue  # the pidfd: bash exited, seen by poll() at the top
+                chunk = os.read(fd, _READ_CHUNK)
+                if chunk:
+                    output.feed(chunk)
+                else:
+                    output_open = False
+                    selector.unregister(fd)
+
+
+def _exit_fd(process: subprocess.Popen[bytes]) -> int | None:
+    """A descriptor that becomes readable when ``process`` exits, where the kernel has pidfds."""
     try:
-        process.wait(max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        return _Finish(timed_out=True)
-    return _Finish()
+        return os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return None  # an old kernel; exits are then seen by polling
 
 
 def _drain(fd: int, output: _CappedText) -> None:

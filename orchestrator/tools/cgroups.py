@@ -24,7 +24,7 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import attrs
@@ -33,7 +33,10 @@ import attrs
 CONTROLLERS = ("pids", "memory")
 _KILL_SECONDS = 2.0
 _REMOVE_SECONDS = 1.0
-_PAUSE = 0.002
+# Members usually leave within a millisecond of their SIGKILL (a bwrap tearing down its
+# namespaces is the slow one), so waits start short and double up to a bound.
+_FIRST_PAUSE = 0.0001
+_LONGEST_PAUSE = 0.005
 # Numbers call groups within this process; next() on a count is atomic under the GIL, so
 # commands run from several threads (eval --jobs) never share a name.
 _serial = itertools.count(1)
@@ -271,7 +274,7 @@ def kill_members(group: CallGroup) -> None:
         with contextlib.suppress(OSError):
             (group.killer / "cgroup.kill").write_text("1", encoding="utf-8")
     deadline = time.monotonic() + _KILL_SECONDS
-    while True:
+    for pause in _pauses():
         alive = members(group)
         if not alive:
             return
@@ -280,14 +283,14 @@ def kill_members(group: CallGroup) -> None:
         for pid in alive:
             with contextlib.suppress(OSError):  # gone already
                 os.kill(pid, signal.SIGKILL)
-        time.sleep(_PAUSE)
+        time.sleep(pause)
 
 
 def remove(group: CallGroup) -> None:
     """Remove the group's directories; a dying member may keep one busy for a moment."""
     deadline = time.monotonic() + _REMOVE_SECONDS
     for directory in group.directories:
-        while True:
+        for pause in _pauses():
             try:
                 directory.rmdir()
                 break
@@ -296,4 +299,11 @@ def remove(group: CallGroup) -> None:
             except OSError as error:
                 if error.errno != errno.EBUSY or time.monotonic() > deadline:
                     break  # an empty group left behind costs nothing and holds no process
-                time.sleep(_PAUSE)
+                time.sleep(pause)
+
+
+def _pauses() -> Iterator[float]:
+    pause = _FIRST_PAUSE
+    while True:
+        yield pause
+        pause = min(pause * 2, _LONGEST_PAUSE)
