@@ -108,7 +108,14 @@ def test_a_recorded_folder_is_trusted_without_asking(clone: Path, tmp_path: Path
 
 @pytest.mark.parametrize(
     "toml",
-    ["allow_network = true", 'ro_path = ["/opt"]', 'env = ["DATABASE_URL"]', 'sandbox = "none"'],
+    [
+        "allow_network = true",
+        'ro_path = ["/opt"]',
+        'env = ["DATABASE_URL"]',
+        'sandbox = "none"',
+        "max_processes = 100000",
+        "max_memory = 65536",
+    ],
 )
 def test_widening_the_sandbox_needs_trust(clone: Path, tmp_path: Path, toml: str) -> None:
     (clone / "orchestrator.toml").write_text(toml + "\n", "utf-8")
@@ -121,10 +128,13 @@ def test_widening_the_sandbox_needs_trust(clone: Path, tmp_path: Path, toml: str
 
 def test_narrowing_settings_need_no_trust(clone: Path) -> None:
     (clone / "orchestrator.toml").write_text(
-        'sandbox = "bwrap"\nmax_rounds = 3\nallow_network = false\n', "utf-8"
+        'sandbox = "bwrap"\nmax_rounds = 3\nallow_network = false\n'
+        "max_processes = 64\nmax_memory = 512\n",
+        "utf-8",
     )
     config = load_config(clone, env={}, trusted=False)
     assert (config.sandbox, config.max_rounds, config.allow_network) == ("bwrap", 3, False)
+    assert (config.max_processes, config.max_memory) == (64, 512)
     assert not widens("sandbox", "auto")
 
 
