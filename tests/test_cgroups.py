@@ -248,3 +248,28 @@ def test_kill_members_ends_a_forking_loop_within_its_cap() -> None:
         cgroups.kill_members(group)
         process.wait(10)
         cgroups.remove(group)
+
+
+def test_groups_a_killed_harness_left_are_emptied_and_removed_by_the_next() -> None:
+    found = _require()
+    dead = subprocess.Popen(["true"])  # once reaped, its pid stands for a harness that died
+    dead.wait()
+    left = CallGroup(tuple(h.parent / f"orchestrator-{dead.pid}-1" for h in found.hierarchies))
+    for directory in left.directories:
+        directory.mkdir()
+    survivor = subprocess.Popen(launcher(["sleep", "60"], Limits(), left), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while survivor.pid not in cgroups.members(left) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert survivor.pid in cgroups.members(left)
+        swept = cgroups.abandoned_groups(found)
+        assert set(left.directories) <= {d for group in swept for d in group.directories}
+        cgroups.available.cache_clear()
+        cgroups.available()
+        assert survivor.wait(10) == -9
+        assert not any(directory.exists() for directory in left.directories)
+    finally:
+        cgroups.kill_members(left)
+        survivor.wait(10)
+        cgroups.remove(left)

@@ -167,7 +167,7 @@ def usable_hierarchies(candidates: Iterable[Hierarchy]) -> Controllers:
 def _probe(hierarchy: Hierarchy) -> Hierarchy | None:
     if hierarchy.version == 2:
         hierarchy = attrs.evolve(hierarchy, controllers=_delegated(hierarchy))
-    probe = hierarchy.parent / f"orchestrator-{os.getpid()}-probe"
+    probe = hierarchy.parent / f"orchestrator-{os.getpid()}-probe-{next(_serial)}"
     try:
         probe.mkdir()
     except OSError:
@@ -210,13 +210,53 @@ def _limit_file(hierarchy: Hierarchy, group: Path, controller: str) -> Path | No
 
 @functools.cache
 def available() -> Controllers:
-    """The hierarchies this process makes call groups in, found and probed once."""
+    """The hierarchies this process makes call groups in, found and probed once.
+
+    Groups a harness killed mid-call left beside its own (its pid gone) are emptied and removed
+    on the way: SIGKILL gives the harness no chance to, and outside bwrap nothing else would.
+    """
     try:
         mounts = Path("/proc/self/mounts").read_text(encoding="utf-8")
         membership = Path("/proc/self/cgroup").read_text(encoding="utf-8")
     except OSError:
         return Controllers()
-    return usable_hierarchies(parse_hierarchies(mounts, membership))
+    found = usable_hierarchies(parse_hierarchies(mounts, membership))
+    for group in abandoned_groups(found):
+        kill_members(group)
+        remove(group)
+    return found
+
+
+def abandoned_groups(controllers: Controllers) -> list[CallGroup]:
+    """Call groups whose harness is no longer running, one per hierarchy directory."""
+    found = []
+    for hierarchy in controllers.hierarchies:
+        try:
+            names = os.listdir(hierarchy.parent)
+        except OSError:
+            continue
+        for name in names:
+            owner = _owner(name)
+            if owner is not None and owner != os.getpid() and not _running(owner):
+                found.append(CallGroup((hierarchy.parent / name,)))
+    return found
+
+
+def _owner(name: str) -> int | None:
+    parts = name.split("-")
+    if len(parts) < 3 or parts[0] != "orchestrator" or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def create_call_group(
