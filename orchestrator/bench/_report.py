@@ -90,7 +90,7 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("us_per_round_baseline", "the seeds' loop, microseconds per round"),
     ("us_per_sdk_call", "one SDK streaming call, microseconds of client CPU"),
     ("bash_ms_per_command_plain", "plain bash -c true, wall-clock ms"),
-    ("sandbox_ms_per_command_workdir", "the bash tool, --sandbox workdir (reaper), ms"),
+    ("sandbox_ms_per_command_workdir", "the bash tool, --sandbox workdir, ms"),
     ("sandbox_ms_per_command_bwrap", "the bash tool, --sandbox bwrap, ms (0: cannot run)"),
 )
 

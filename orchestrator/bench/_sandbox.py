@@ -1,7 +1,7 @@
 """The per-command cost of the sandbox: plain ``bash -c true`` against the bash tool's modes.
 
 Wall-clock milliseconds, medians over alternating repeats: the cost lives in child processes
-(the per-call reaper outside bwrap, bwrap's namespaces and mounts inside it), not in this one.
+(the launcher and bash, or bwrap's namespaces and mounts), not in this one.
 """
 
 from __future__ import annotations
