@@ -156,6 +156,12 @@ def _require(controller: str | None = None) -> Controllers:
     return found
 
 
+def _run_in(group: CallGroup, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        launcher(argv, Limits(), group), capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_a_call_group_caps_processes_and_is_emptied_and_removed() -> None:
     found = _require("pids")
     group = cgroups.create_call_group(found, max_processes=6, max_memory_bytes=256 << 20)
@@ -176,13 +182,7 @@ def test_a_call_group_caps_processes_and_is_emptied_and_removed() -> None:
         "print(started)\n"
     )
     try:
-        done = subprocess.run(
-            launcher(["python3", "-c", spawn], Limits(), group),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
+        done = _run_in(group, ["python3", "-c", spawn])
         assert done.stdout == "5\n"  # the cap counts the spawner itself
         left = cgroups.members(group)
         assert len(left) == 5
@@ -204,13 +204,7 @@ def test_a_call_group_caps_the_memory_of_all_its_processes_together() -> None:
         "for p in $(jobs -p); do wait $p; echo $?; done"
     )
     try:
-        done = subprocess.run(
-            launcher(["bash", "-c", script], Limits(), group),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = _run_in(group, ["bash", "-c", script])
     finally:
         cgroups.kill_members(group)
         cgroups.remove(group)

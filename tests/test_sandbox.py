@@ -25,7 +25,7 @@ import pytest
 from orchestrator.protocols import JSONObject, ToolResult
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
-from orchestrator.tools import BashTool, ToolRegistry, Workdir
+from orchestrator.tools import BashTool, ToolRegistry, Workdir, cgroups
 from orchestrator.tools.sandbox import (
     BwrapBinary,
     Limits,
@@ -468,6 +468,8 @@ def test_doctor_says_which_bwrap_and_whether_it_works(tmp_path: Path, broken_bwr
         f"bwrap: {broken_bwrap} (from PATH)"
     )
     assert lines[1].startswith("bwrap works here: no: bwrap: setting up uid map")
+    # The per-call control groups, or the fallback, named as this process finds them.
+    assert f"control groups per bash call: {cgroups.available().describe()}" in lines
     assert lines[-1].startswith("in effect (sandbox = auto, default): sandbox: workdir")
     refused = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path, ORCHESTRATOR_SANDBOX="bwrap")
     assert refused.returncode == 1
