@@ -618,7 +618,7 @@ ATTACKS = [
         "resources",
         BOTH,
         # Every process logs once and waits for its two children: what ran is what was alive.
-        lambda s: [_bash("bomb() { echo x >> bomb.log; bomb & bomb & wait; }; bomb", timeout=4)],
+        lambda s: [_bash("bomb() { echo x >> bomb.log; bomb & bomb & wait; }; bomb", timeout=3)],
         lambda scene, outcome: (
             _finished_cleanly(outcome)
             and 3 <= _lines(scene.work / "bomb.log") <= BOMB_CAP
@@ -631,7 +631,7 @@ ATTACKS = [
         "fork-bomb-classic",
         "resources",
         BOTH,
-        lambda s: [_bash("bomb() { bomb | bomb & }; bomb; sleep 2; echo still here", timeout=6)],
+        lambda s: [_bash("bomb() { bomb | bomb & }; bomb; sleep 1; echo still here", timeout=4)],
         lambda scene, outcome: (
             _finished_cleanly(outcome)
             and any(b"still here" in body for body in outcome.bodies)
@@ -648,7 +648,7 @@ ATTACKS = [
         lambda s: [
             _bash(
                 'for i in 1 2 3 4; do python3 -c \'import time; b = b"x" * (48 << 20); '
-                "time.sleep(2)' & done; "
+                "time.sleep(1)' & done; "
                 'for p in $(jobs -p); do wait $p; echo "hog status $?"; done'
             )
         ],
