@@ -362,11 +362,16 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
         rebuilt = rebuild(_read_trace(trace))
     except TraceError as error:
         raise InputError(str(error)) from None
-    if rebuilt.status == "done" and not (instruction and instruction.strip()):
-        raise InputError(
-            f"{trace}: that run finished (done); give the next instruction: "
-            f'orchestrator resume {shlex.quote(str(trace))} "next instruction"'
-        )
+    if not (instruction and instruction.strip()):
+        # A finished run, or a chat cleared since (/clear): nothing is left to go on from.
+        why = "that run finished (done)" if rebuilt.status == "done" else None
+        if why is None and not rebuilt.conversation.messages:
+            why = "the session was cleared (/clear) after its last run"
+        if why is not None:
+            raise InputError(
+                f"{trace}: {why}; give the next instruction: "
+                f'orchestrator resume {shlex.quote(str(trace))} "next instruction"'
+            )
     if rebuilt.settings.workdir and kwargs["workdir"] is None:
         kwargs["workdir"] = Path(rebuilt.settings.workdir)
     options = attrs.evolve(_options(**kwargs), trace=trace)

@@ -121,6 +121,31 @@ def test_resume_needs_a_next_instruction_for_a_finished_run_and_last_needs_a_ses
     assert none_yet.stderr.startswith(f"orchestrator: error: no sessions for {work} yet")
 
 
+def test_resume_after_a_chat_clear_asks_for_the_next_instruction(
+    tmp_path: Path, work: Path
+) -> None:
+    state = tmp_path / "state"
+    looping = {"tool_calls": [{"name": "bash", "input": {"command": "true"}}]}
+    with _server(looping, looping) as server:
+        env = _env(server, state)
+        stopped = _cli(["run", "Work", "--workdir", str(work), "--max-rounds", "1"], env, tmp_path)
+        assert stopped.returncode == 1, stopped.stderr
+        (trace,) = workdir_folder(work, {"ORCHESTRATOR_STATE_DIR": str(state)}).glob("*.jsonl")
+        last = _events(trace)[-1]
+        assert last["event"] == "run.finished" and last["status"] == "failed"
+        # What the chat's /clear writes between turns: the board and the conversation are gone.
+        cleared = {**last, "event": "plan.updated", "seq": last["seq"] + 1, "revision": 2}
+        cleared.update(items=[], changes=[], merge=False, reset=True)
+        with trace.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(cleared) + "\n")
+        again = _cli(["resume", str(trace)], env, tmp_path)
+        assert len(server.requests) == 1
+    assert again.returncode == 2
+    assert again.stderr.count("\n") == 1
+    assert "the session was cleared (/clear) after its last run" in again.stderr
+    assert "give the next instruction" in again.stderr
+
+
 def test_an_existing_trace_is_never_overwritten(tmp_path: Path, work: Path) -> None:
     trace = tmp_path / "earlier.jsonl"
     trace.write_text('{"event": "run.started"}\n', encoding="utf-8")

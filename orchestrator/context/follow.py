@@ -133,8 +133,15 @@ class ConversationFollower:
             self._shrink()
 
     def _plan_updated(self, event: Mapping[str, Any]) -> None:
-        if event.get("reset") and self.board is not None:
+        # A reset is the chat's /clear, which forgets the conversation along with the plan.
+        if not event.get("reset"):
+            return
+        if self.board is not None:
             self.board.reset()
+        self.conversation = Conversation()
+        self._results.clear()
+        self._inputs.clear()
+        self._reminders.clear()
 
     def _reminder(self, event: Mapping[str, Any]) -> None:
         text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))
