@@ -384,7 +384,7 @@ _NOT_IN_FILE: Mapping[str, str] = {
 
 
 def widens(name: str, value: object) -> bool:
-    """Whether a project file's value moves the key, widens the sandbox or asks less (needs trust)."""
+    """Whether a project file's value moves the key, widens the sandbox or asks less (trust)."""
     if name == "sandbox":
         return value in ("workdir", "none")
     if name == "approval":
