@@ -418,6 +418,10 @@ class Config:
         except KeyError:
             raise AttributeError(name) from None
 
+    def updated(self, values: Mapping[str, Any], *, source: str) -> Config:
+        """These ``values`` instead, each said to come from ``source``."""
+        return Config({**self.values, **values}, {**self.sources, **dict.fromkeys(values, source)})
+
     def shown(self) -> list[tuple[str, str, str]]:
         """(name, value, source) rows with secrets masked, for ``orchestrator config``."""
         rows = []
