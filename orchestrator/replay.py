@@ -530,6 +530,8 @@ class RebuiltRun:
     status: str | None
     task: str
     rounds_since_update: int = 0
+    #: Which plan item each tool call's round worked on, for the resumed run's context keeper.
+    owners: Mapping[str, str | None] = attrs.field(factory=dict)
 
 
 def rebuild(trace: TraceFile) -> RebuiltRun:
@@ -578,6 +580,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
         status=status,
         task=task,
         rounds_since_update=stale,
+        owners=follower.manager.owners if follower.manager is not None else {},
     )
 
 
