@@ -379,6 +379,40 @@ def test_bash_stops_what_a_command_left_before_it_killed_itself(
     assert _wait_until_dead(int((root / "orphan.pid").read_text()))
 
 
+def _call_groups() -> set[Path]:
+    return {
+        path
+        for hierarchy in cgroups.available().hierarchies
+        for path in hierarchy.parent.glob(f"orchestrator-{os.getpid()}-*")
+    }
+
+
+@pytest.mark.usefixtures("supervision")
+def test_an_interrupt_during_a_command_stops_everything_it_started(
+    workdir: Workdir, root: Path, reap_pids: list[Path]
+) -> None:
+    reap_pids.append(root / "orphan.pid")
+    groups_before = _call_groups()
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    command = (
+        "(setsid bash -c 'echo $$ > orphan.pid; exec sleep 60' > /dev/null 2>&1 &); "
+        "until [ -s orphan.pid ]; do sleep 0.01; done; sleep 60"
+    )
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            BashTool(workdir).run({"command": command, "timeout": 30})
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _wait_until_dead(int((root / "orphan.pid").read_text()))
+    assert _call_groups() == groups_before
+
+
 @pytest.mark.parametrize(
     ("arguments", "fragment"),
     [
