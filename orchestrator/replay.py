@@ -319,7 +319,7 @@ class Replay:
             self._todo = ToolRegistry([TodoTool(self._board)])
         if event.get("task") is None:
             self._guard = RepeatGuard()  # a resumed run starts with a fresh guard, as resume does
-        settings = LoopSettings(**event["settings"])
+        settings = _settings_at(event, self.trace, line.number)
         self._run = RunState(
             settings,
             self._board,
@@ -545,28 +545,38 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
     last_round, status, task = 0, None, ""
     # The audit's staleness count, followed as RunState.on_enter_audit keeps it.
     stale, changed = 0, False
-    for line in trace.events():
-        event = line.event
-        name = line.name
-        try:
+    number = 0
+    try:
+        for line in trace.events():
+            event, name, number = line.event, line.name, line.number
             follower.feed(event)
-        except (SummaryMissing, PlanConfigError) as error:
-            raise TraceError(f"{trace.path}:{line.number}: {error}") from None
-        if name == "run.started":
-            settings = LoopSettings(**event["settings"])
-            stale, changed = int(event.get("rounds_since_update", 0)), False
-            if "task" in event and event["task"] is not None:
-                task = str(event["task"])
-            status = None
-        elif name == "model.response":
-            last_round = max(last_round, int(event.get("round", 0)))
-        elif name == "loop.transition" and event.get("trigger") == "dispatched":
-            stale, changed = (0 if changed else stale + 1), False
-        elif name == "plan.updated":
-            changed = True
-        elif name == "run.finished":
-            status = str(event.get("status"))
-    follower.finish()
+            if name == "run.started":
+                settings = _settings_at(event, trace, number)
+                stale, changed = int(event.get("rounds_since_update", 0)), False
+                if "task" in event and event["task"] is not None:
+                    task = str(event["task"])
+                status = None
+            elif name == "model.response":
+                last_round = max(last_round, int(event.get("round", 0)))
+            elif name == "loop.transition" and event.get("trigger") == "dispatched":
+                stale, changed = (0 if changed else stale + 1), False
+            elif name == "plan.updated":
+                changed = True
+            elif name == "run.finished":
+                status = str(event.get("status"))
+        follower.finish()
+    except TraceError:
+        raise
+    except (SummaryMissing, PlanConfigError) as error:
+        raise TraceError(f"{trace.path}:{number}: {error}") from None
+    except Exception as error:
+        # An edited or broken trace, which the machines refuse somewhere: say where, in one line.
+        said = " ".join(str(error).split())
+        raise TraceError(
+            f"{trace.path}:{number}: the run cannot be rebuilt from here "
+            f"({type(error).__name__}{': ' + said if said else ''}); "
+            "`orchestrator replay --check` names the first line that does not hold"
+        ) from None
     if follower.board is None or settings is None:
         raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
     last = trace.last.event
@@ -592,6 +602,18 @@ _MANAGER_STARTS = frozenset({"run.started", "context.window"})
 def _board_from(plan: Mapping[str, Any]) -> PlanBoard:
     """A fresh board as the run's ``run.started`` recorded it (limit, policy, loaded items)."""
     return PlanBoard.from_config(plan)
+
+
+def _settings_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> LoopSettings:
+    settings = event.get("settings")
+    try:
+        if not isinstance(settings, Mapping):
+            raise TypeError(f"expected an object, got {type(settings).__name__}")
+        return LoopSettings(**settings)
+    except (TypeError, ValueError) as error:
+        raise TraceError(
+            f"{trace.path}:{number}: run.started has no usable settings: {error}"
+        ) from None
 
 
 def _board_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> PlanBoard:

@@ -8,6 +8,8 @@ same divergence line and message, the same error, the same timeline and the same
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,49 @@ def test_the_corpus_covers_divergences_errors_and_clean_traces() -> None:
     assert sum(check == "ok" for check in checks) >= 10
     assert sum(check.startswith("line ") for check in checks) >= 40
     assert sum(check.startswith("error: ") for check in checks) >= 4
+
+
+def test_no_trace_makes_replay_or_rebuild_raise_anything_but_a_trace_error() -> None:
+    """An edited trace is a bad file: one line, not a traceback, from every command."""
+    for entry in _CORPUS:
+        verdict = entry["verdict"]
+        assert not verdict["check"].startswith("raises"), entry["mutation"]
+        assert not str(verdict["rebuild"]).startswith("raises"), entry["mutation"]
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        {"base": "demo", "op": "set", "at": 0, "key": "settings", "value": {"model": "m"}},
+        {"base": "demo", "op": "set", "at": 49, "key": "is_error", "value": True},
+    ],
+    ids=["no-settings", "refused-todo"],
+)
+def test_resume_and_replay_of_an_edited_trace_say_one_line_and_exit_2_or_1(
+    tmp_path: Path, mutation: dict[str, Any]
+) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(apply(mutation))
+    environment = {"PATH": "/usr/bin:/bin", "ANTHROPIC_API_KEY": "unused"}
+    environment["ORCHESTRATOR_STATE_DIR"] = str(tmp_path / "state")
+    expected = {entry["verdict"]["check"] for entry in _CORPUS if entry["mutation"] == mutation}
+    for args, codes in (
+        (["resume", str(trace), "next", "--workdir", str(tmp_path)], {2}),
+        (["replay", "--check", str(trace)], {1, 2}),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *args],
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode in codes, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith("orchestrator: ")
+    assert expected and all(e.startswith(("error: ", "line ")) for e in expected)
 
 
 def test_check_trace_and_a_check_without_timeline_agree_with_the_full_replay(

@@ -148,9 +148,6 @@ class ConversationFollower:
         if self.board is not None:
             self.board.reset()
         self.conversation = Conversation()
-        self._results.clear()
-        self._inputs.clear()
-        self._reminders.clear()
 
     def _reminder(self, event: Mapping[str, Any]) -> None:
         text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))
