@@ -267,3 +267,33 @@ def test_groups_a_killed_harness_left_are_emptied_and_removed_by_the_next() -> N
         cgroups.kill_members(left)
         survivor.wait(10)
         cgroups.remove(left)
+
+
+def test_a_v2_group_without_controllers_still_gives_membership_and_cgroup_kill() -> None:
+    mounts = Path("/proc/self/mounts").read_text(encoding="utf-8")
+    membership = Path("/proc/self/cgroup").read_text(encoding="utf-8")
+    unified = [h for h in cgroups.parse_hierarchies(mounts, membership) if h.version == 2]
+    found = cgroups.usable_hierarchies(unified)
+    if not found.usable:
+        pytest.skip(f"no writable v2 hierarchy with cgroup.kill here (candidates: {unified})")
+    (hierarchy,) = found.hierarchies
+    assert hierarchy.kills_at_once
+    group = cgroups.create_call_group(found, max_processes=8, max_memory_bytes=64 << 20)
+    assert group is not None and group.killer is not None
+    process = subprocess.Popen(
+        launcher(["bash", "-c", "setsid sleep 60 & setsid sleep 60 & wait"], Limits(), group),
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while len(cgroups.members(group)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(cgroups.members(group)) == 3
+        cgroups.kill_members(group)
+        assert cgroups.members(group) == set()
+        assert process.wait(10) == -9
+    finally:
+        cgroups.kill_members(group)
+        process.wait(10)
+        cgroups.remove(group)
+    assert not any(directory.exists() for directory in group.directories)
