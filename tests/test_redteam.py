@@ -631,7 +631,15 @@ ATTACKS = [
         "fork-bomb-classic",
         "resources",
         BOTH,
-        lambda s: [_bash("bomb() { bomb | bomb & }; bomb; sleep 1; echo still here", timeout=4)],
+        # The shell waits a second on a FIFO, not with sleep: at the cap its own fork would be
+        # refused and retried for seconds.
+        lambda s: [
+            _bash(
+                "mkfifo idle; exec 9<> idle; bomb() { bomb | bomb & }; bomb; "
+                "read -t 1 -u 9; echo still here",
+                timeout=10,
+            )
+        ],
         lambda scene, outcome: (
             _finished_cleanly(outcome)
             and any(b"still here" in body for body in outcome.bodies)
