@@ -66,6 +66,18 @@ def _positive_float(value: object) -> float:
     return number
 
 
+def _at_least(floor: int, unit: str) -> Callable[[object], int]:
+    """A whole number of at least ``floor``: less leaves a command unable to start at all."""
+
+    def parse(value: object) -> int:
+        number = _integer(value)
+        if number < floor:
+            raise ValueError(f"a whole number of {unit}, at least {floor}")
+        return number
+
+    return parse
+
+
 def _thinking(value: object) -> str:
     if isinstance(value, str) and value.strip().lower() in ("adaptive", "off"):
         return value.strip().lower()
@@ -337,7 +349,8 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
     _Setting(
         "max_processes",
-        _positive_int,
+        # bwrap alone takes three: its monitor, its pid 1 and bash.
+        _at_least(8, "processes"),
         1024,
         ("ORCHESTRATOR_MAX_PROCESSES",),
         help="Most processes one bash command may run at once (its control group's pids.max "
@@ -345,7 +358,7 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
     _Setting(
         "max_memory",
-        _positive_int,
+        _at_least(64, "MiB"),
         8192,
         ("ORCHESTRATOR_MAX_MEMORY",),
         help="MiB of memory one bash command may use: all its processes together where a "

@@ -112,6 +112,8 @@ def test_values_are_parsed_to_their_types(tmp_path: Path) -> None:
         ({"ORCHESTRATOR_SANDBOX": "docker"}, "sandbox", "one of auto, bwrap, workdir, none"),
         ({"ORCHESTRATOR_PLAN_POLICY": "loose"}, "plan_policy", "one of strict, lenient"),
         ({"ANTHROPIC_MODEL": "   "}, "model", "a non-empty string"),
+        ({"ORCHESTRATOR_MAX_PROCESSES": "3"}, "max_processes", "of processes, at least 8"),
+        ({"ORCHESTRATOR_MAX_MEMORY": "16"}, "max_memory", "of MiB, at least 64"),
     ],
 )
 def test_a_wrong_value_is_one_line_naming_source_and_setting(
