@@ -267,7 +267,7 @@ class Replay:
         """Replay every line; return the first divergence, or None when the trace holds."""
         previous: TraceLine | None = None
         for line in self.trace.events():
-            divergence = _order_problem(previous, line) or self._feed(line)
+            divergence = _order_problem(previous, line) or self._fed(line)
             if divergence is not None:
                 return divergence
             previous = line
@@ -278,6 +278,15 @@ class Replay:
         return self._compare(self.trace.last.number)
 
     # -- one line ---------------------------------------------------------------------------
+
+    def _fed(self, line: TraceLine) -> Divergence | None:
+        try:
+            return self._feed(line)
+        except TraceError:
+            raise
+        except Exception as error:
+            # A hand-edited field of the wrong type or shape: a bad file, named in one line.
+            raise TraceError(_unreadable(self.trace.path, line.number, line.name, error)) from None
 
     def _feed(self, line: TraceLine) -> Divergence | None:
         name = line.name
@@ -565,33 +574,29 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
             elif name == "run.finished":
                 status = str(event.get("status"))
         follower.finish()
+        if follower.board is None or settings is None:
+            raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
+        last = trace.last
+        number = last.number
+        return RebuiltRun(
+            conversation=follower.conversation,
+            board=follower.board,
+            settings=settings,
+            run_id=str(last.event.get("run_id", "")),
+            last_seq=int(last.event.get("seq", 0)),
+            last_round=last_round,
+            status=status,
+            task=task,
+            rounds_since_update=stale,
+            owners=follower.manager.owners if follower.manager is not None else {},
+        )
     except TraceError:
         raise
     except (SummaryMissing, PlanConfigError) as error:
         raise TraceError(f"{trace.path}:{number}: {error}") from None
     except Exception as error:
         # An edited or broken trace, which the machines refuse somewhere: say where, in one line.
-        said = " ".join(str(error).split())
-        raise TraceError(
-            f"{trace.path}:{number}: the run cannot be rebuilt from here "
-            f"({type(error).__name__}{': ' + said if said else ''}); "
-            "`orchestrator replay --check` names the first line that does not hold"
-        ) from None
-    if follower.board is None or settings is None:
-        raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
-    last = trace.last.event
-    return RebuiltRun(
-        conversation=follower.conversation,
-        board=follower.board,
-        settings=settings,
-        run_id=str(last.get("run_id", "")),
-        last_seq=int(last.get("seq", 0)),
-        last_round=last_round,
-        status=status,
-        task=task,
-        rounds_since_update=stale,
-        owners=follower.manager.owners if follower.manager is not None else {},
-    )
+        raise TraceError(_unreadable(trace.path, number, "", error)) from None
 
 
 #: The lines between which a run's context keeper is set up (``context.window`` follows
@@ -602,6 +607,15 @@ _MANAGER_STARTS = frozenset({"run.started", "context.window"})
 def _board_from(plan: Mapping[str, Any]) -> PlanBoard:
     """A fresh board as the run's ``run.started`` recorded it (limit, policy, loaded items)."""
     return PlanBoard.from_config(plan)
+
+
+def _unreadable(path: Path, number: int, name: str, error: Exception) -> str:
+    said = " ".join(str(error).split())
+    what = f"this {name} line" if name else "here"
+    return (
+        f"{path}:{number}: the run cannot be followed from {what} "
+        f"({type(error).__name__}{': ' + said if said else ''}); was the trace edited?"
+    )
 
 
 def _settings_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> LoopSettings:
@@ -627,8 +641,8 @@ class ReplayModel:
     """Plays a trace's recorded model responses, in order, as the model."""
 
     def __init__(self, trace: TraceFile) -> None:
-        self._turns: Iterator[Mapping[str, Any]] = (
-            line.event for line in trace.events() if line.name == "model.response"
+        self._turns: Iterator[TraceLine] = (
+            line for line in trace.events() if line.name == "model.response"
         )
         self._played = 0
 
@@ -637,19 +651,51 @@ class ReplayModel:
         return "replay"
 
     def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
-        event = next(self._turns, None)
-        if event is None:
+        line = next(self._turns, None)
+        if line is None:
             raise ModelError(f"the trace has no more model responses (played {self._played})")
         self._played += 1
+        event = line.event
+        content, usage = event.get("content", ()), event.get("usage") or {}
+        if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+            raise ModelError(f"line {line.number}: the recorded content is not a list of blocks")
+        for block in content:
+            problem = _block_problem(block)
+            if problem:
+                raise ModelError(f"line {line.number}: a recorded {problem}")
+        if not isinstance(usage, dict):
+            raise ModelError(f"line {line.number}: the recorded usage is not an object")
         turn = ModelTurn(
-            content=tuple(event.get("content", ())),
+            content=tuple(content),
             stop_reason=str(event.get("stop_reason")),
-            usage=dict(event.get("usage") or {}),
+            usage=dict(usage),
             model=str(event.get("model", "")),
         )
         if turn.text:
             on_text(turn.text)
         return turn
+
+
+#: The string fields the Messages API always sends with each kind of content block.
+_BLOCK_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "tool_use": ("id", "name"),
+    "thinking": ("thinking", "signature"),
+    "redacted_thinking": ("data",),
+}
+
+
+def _block_problem(block: Mapping[str, Any]) -> str | None:
+    """What keeps a recorded block from being one the API could have sent, or None."""
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        return "content block has no type"
+    for field in _BLOCK_FIELDS.get(kind, ()):
+        if not isinstance(block.get(field), str):
+            return f"{kind} block has no string {field!r}"
+    if kind == "tool_use" and not isinstance(block.get("input"), dict):
+        return "tool_use block's input is not an object"
+    return None
 
 
 class ResultComparer:

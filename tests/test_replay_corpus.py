@@ -7,6 +7,7 @@ same divergence line and message, the same error, the same timeline and the same
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -14,9 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from orchestrator.replay import Replay, TraceError, check_trace, read_trace
-from tests.replay_corpus import VERDICTS, apply, verdict_of
+from orchestrator.replay import Replay, TraceError, check_trace, read_trace, rebuild
+from orchestrator.sessions import summarize
+from orchestrator.transcript import transcript_lines
+from tests.replay_corpus import VERDICTS, apply, base_lines, verdict_of
 
 _CORPUS: list[dict[str, Any]] = json.loads(VERDICTS.read_text(encoding="utf-8"))
 
@@ -100,3 +105,38 @@ def test_check_trace_and_a_check_without_timeline_agree_with_the_full_replay(
         replayer = Replay(read_trace(path), timeline=False)
         replayer.check()
         assert len(replayer.timeline) <= 1
+
+
+_ODD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 10**12),
+    st.text(max_size=8),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "id", "items"]), st.integers(0, 3), max_size=2),
+)
+
+
+@given(data=st.data())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_edit_of_any_field_is_a_divergence_or_a_trace_error(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    """Replay, rebuild, show and sessions read hand-edited files too: none may crash on one."""
+    base = data.draw(st.sampled_from(["demo", "runs"]))
+    events = [json.loads(line) for line in base_lines(base)]
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(events) - 1))
+        key = data.draw(st.sampled_from(sorted(events[at])))
+        events[at] = {**events[at], key: data.draw(_ODD_VALUES)}
+    path = tmp_path_factory.mktemp("edited") / "trace.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    attempts = (
+        lambda: check_trace(path),
+        lambda: rebuild(read_trace(path)),
+        lambda: list(transcript_lines(read_trace(path), full=True)),  # show
+        lambda: summarize(path),  # sessions
+    )
+    for attempt in attempts:
+        with contextlib.suppress(TraceError):
+            attempt()
