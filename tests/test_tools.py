@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -16,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.protocols import JSONObject, Refusal, ToolError, ToolResult
+from orchestrator.signals import stop_signals_interrupt
 from orchestrator.tools import (
     BashTool,
     EditFileTool,
@@ -377,6 +380,28 @@ def test_bash_stops_what_a_command_left_before_it_killed_itself(
     result = BashTool(workdir).run({"command": command, "timeout": 30})
     assert "[terminated by signal 9]" in result.text
     assert _wait_until_dead(int((root / "orphan.pid").read_text()))
+
+
+def test_a_stop_signal_swallowed_elsewhere_still_ends_the_command(workdir: Workdir) -> None:
+    with stop_signals_interrupt():
+        counting = signal.getsignal(signal.SIGINT)
+        assert callable(counting)
+
+        def swallowing(signum: int, frame: Any) -> None:
+            # As a finalizer or an at-fork hook would: the interrupt is counted, then lost.
+            with contextlib.suppress(KeyboardInterrupt):
+                counting(signum, frame)
+
+        signal.signal(signal.SIGINT, swallowing)
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                BashTool(workdir).run({"command": "sleep 30", "timeout": 60})
+        finally:
+            timer.cancel()
+    assert time.monotonic() - started < 10
 
 
 def _call_groups() -> set[Path]:

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from orchestrator.protocols import JSONObject, ToolError, ToolResult
+from orchestrator.signals import interrupt_mark, raise_if_interrupted_since
 from orchestrator.tools import cgroups
 from orchestrator.tools.arguments import error_result, optional, required, with_note
 from orchestrator.tools.cgroups import CallGroup
@@ -165,6 +166,9 @@ class BashTool:
         timeout: float,
         group: CallGroup | None,
     ) -> ToolResult:
+        # A stop signal whose interrupt Python swallowed (in a finalizer, say) still ends the
+        # wait: the watch loop raises it again.
+        mark = interrupt_mark()
         try:
             # No preexec_fn: the launcher joins the group and sets the limits, so Popen can
             # take its vfork path instead of copying the whole harness.
@@ -195,7 +199,13 @@ class BashTool:
             # or bwrap's pid namespace does elsewhere, so its output pipe closes at once.
             exited = None if group is None else functools.partial(cgroups.kill_members, group)
             finish = _watch(
-                process, pipe.fileno(), output, timeout, self.background_grace, exited=exited
+                process,
+                pipe.fileno(),
+                output,
+                timeout,
+                self.background_grace,
+                exited=exited,
+                interrupt_mark=mark,
             )
             if finish.timed_out:
                 stop_command(process, pipe_inode, group)
@@ -244,11 +254,13 @@ def _watch(
     grace: float,
     *,
     exited: Callable[[], None] | None = None,
+    interrupt_mark: int | None = None,
 ) -> _Finish:
     """Read the command's output until it exits and closes the pipe, or until the deadline.
 
     ``exited`` runs once, when bash is first seen to have exited. Its exit is watched through a
     pidfd where the kernel has one (5.3+), so it is seen at once rather than at the next poll.
+    A stop signal counted since ``interrupt_mark`` is raised again at each poll.
     """
     deadline = time.monotonic() + timeout
     exited_at: float | None = None
@@ -260,6 +272,8 @@ def _watch(
             cleanup.callback(os.close, exit_fd)
             selector.register(exit_fd, selectors.EVENT_READ)
         while True:
+            if interrupt_mark is not None:
+                raise_if_interrupted_since(interrupt_mark)
             now = time.monotonic()
             if exited_at is None and process.poll() is not None:
                 exited_at = now
