@@ -710,6 +710,7 @@ class PlanBoard:
         self._fired: list[ItemTransition] = []
         self._observers: list[Callable[[PlanRecord], None]] = []
         self._revision = 0
+        self._rendered: tuple[int, str] | None = None
         self._initial = tuple(initial)
         if self._initial:
             self._restore(self._initial)
@@ -774,7 +775,12 @@ class PlanBoard:
 
     def render(self) -> str:
         """The seeds' format: one line per item, a blank line, then ``(k/n completed)``."""
-        return render_items(model.view() for model in self._models.values())
+        # Rendered once per revision: the todo result, every reminder and every compaction of
+        # that revision show the same text.
+        if self._rendered is None or self._rendered[0] != self._revision:
+            text = render_items(model.view() for model in self._models.values())
+            self._rendered = (self._revision, text)
+        return self._rendered[1]
 
     def subscribe(self, observer: Callable[[PlanRecord], None]) -> None:
         self._observers.append(observer)

@@ -48,6 +48,9 @@ _SECRET_VALUES = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
 EventSink = Callable[[Mapping[str, Any]], None]
 
+_time_ns = time.time_ns
+_write = os.write
+
 
 class TraceStamps:
     """Adds ``seq``, ``ts`` and ``trace_format`` to every event.
@@ -64,14 +67,16 @@ class TraceStamps:
         self._prefix = ""
 
     def __call__(self, _logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
-        self._last += 1
-        event["seq"] = self._last
-        micros = time.time_ns() // 1000
+        self._last = seq = self._last + 1
+        event["seq"] = seq
+        micros = _time_ns() // 1000
         second = micros // 1_000_000
         if second != self._second:
             self._second = second
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        event["ts"] = f"{self._prefix}.{micros % 1_000_000:06d}Z"
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)) + "."
+        # %-formatting of one int is the cheapest spelling CPython has (f-strings with a format
+        # spec cost a quarter more).
+        event["ts"] = self._prefix + "%06dZ" % (micros % 1_000_000)
         event["trace_format"] = TRACE_FORMAT
         return event
 
@@ -143,13 +148,28 @@ class JSONLinesFile:
         self._fd = stream.fileno()
 
     def msg(self, message: bytes) -> None:
-        written = os.write(self._fd, message)
+        written = _write(self._fd, message)
         if written < len(message):  # a regular file takes it whole; a signal may cut it short
             rest = memoryview(message)[written:]
             while rest:
-                rest = rest[os.write(self._fd, rest) :]
+                rest = rest[_write(self._fd, rest) :]
 
     info = msg
+
+
+class TraceLogger(structlog.BoundLoggerBase):
+    """The trace's bound logger: ``info`` runs the chain and hands the line to the file.
+
+    structlog's recipe for a custom wrapper class: a method per level the code calls, built on
+    ``_process_event``, where the generic ``BoundLogger`` routes every call through a
+    ``functools.partial`` of ``_proxy_to_logger`` and a ``getattr`` of the logger method.
+    """
+
+    _logger: JSONLinesFile
+
+    def info(self, event: str, **fields: Any) -> None:
+        args, _kw = self._process_event("info", event, fields)
+        self._logger.msg(*args)
 
 
 def secrets_from_environment(env: Mapping[str, str] | None = None) -> list[str]:
@@ -299,7 +319,7 @@ def open_trace(
     log = structlog.wrap_logger(
         JSONLinesFile(stream),
         processors=build_processors(secrets=secrets, sinks=sinks, first_seq=first_seq),
-        wrapper_class=structlog.BoundLogger,
+        wrapper_class=TraceLogger,
         context_class=dict,
         cache_logger_on_first_use=True,
     ).bind(run_id=run_id)
