@@ -76,7 +76,7 @@ class TraceStamps:
             self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)) + "."
         # %-formatting of one int is the cheapest spelling CPython has (f-strings with a format
         # spec cost a quarter more).
-        event["ts"] = self._prefix + "%06dZ" % (micros % 1_000_000)
+        event["ts"] = self._prefix + "%06dZ" % (micros % 1_000_000)  # noqa: UP031
         event["trace_format"] = TRACE_FORMAT
         return event
 
