@@ -343,7 +343,8 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
     """Continue the session in TRACE (or --last), with INSTRUCTION as the next message if given.
 
     Any session can go on: an interrupted or failed run picks up where it stopped; a finished
-    one needs the next INSTRUCTION.
+    one needs the next INSTRUCTION. The run keeps its model, max tokens, reminder threshold,
+    thinking, effort and compaction unless a flag given here changes them.
     """
     from orchestrator.sessions import latest_trace
 
@@ -362,14 +363,19 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
         rebuilt = rebuild(_read_trace(trace))
     except TraceError as error:
         raise InputError(str(error)) from None
-    if rebuilt.status == "done" and not (instruction and instruction.strip()):
-        raise InputError(
-            f"{trace}: that run finished (done); give the next instruction: "
-            f'orchestrator resume {shlex.quote(str(trace))} "next instruction"'
-        )
+    if not (instruction and instruction.strip()):
+        # A finished run, or a chat cleared since (/clear): nothing is left to go on from.
+        why = "that run finished (done)" if rebuilt.status == "done" else None
+        if why is None and not rebuilt.conversation.messages:
+            why = "the session was cleared (/clear) after its last run"
+        if why is not None:
+            raise InputError(
+                f"{trace}: {why}; give the next instruction: "
+                f'orchestrator resume {shlex.quote(str(trace))} "next instruction"'
+            )
     if rebuilt.settings.workdir and kwargs["workdir"] is None:
         kwargs["workdir"] = Path(rebuilt.settings.workdir)
-    options = attrs.evolve(_options(**kwargs), trace=trace)
+    options = _resumed_options(attrs.evolve(_options(**kwargs), trace=trace), rebuilt.settings)
     try:
         check_trace_appendable(trace)
     except SessionError as error:
@@ -386,6 +392,22 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
         resume_from=rebuilt,
     )
     return _run_once(session, instruction.strip() if instruction else None)
+
+
+#: What a resumed run keeps from its trace's settings unless a flag of this resume says otherwise.
+_KEPT_ON_RESUME = ("model", "max_tokens", "reminder_threshold", "thinking", "effort", "compaction")
+
+
+def _resumed_options(options: RunOptions, settings: LoopSettings) -> RunOptions:
+    """The run goes on as it was set up; a flag given to ``resume`` (``--max-tokens``) wins."""
+    config = options.config
+    kept = {
+        name: getattr(settings, name)
+        for name in _KEPT_ON_RESUME
+        if not config.sources[name].startswith("--")
+    }
+    source = f"{options.trace} [run.started]"
+    return attrs.evolve(options, config=config.updated(kept, source=source))
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -747,7 +769,18 @@ class _Session:
         say = _stderr_if(options.machine_output)
         limits = _limits(self.model, config)
         settings = self.settings
-        if settings is None:
+        if settings is not None:  # resumed: the trace's settings, as resume's flags amend them
+            settings = attrs.evolve(
+                settings,
+                model=config.model,
+                max_tokens=config.max_tokens,
+                reminder_threshold=config.reminder_threshold,
+                thinking=config.thinking,
+                effort=config.effort,
+                context_window=limits.max_input_tokens,
+                compaction=_compaction_mode(limits, config),
+            )
+        else:
             instructions = load_instructions(options.workdir)
             if instructions.files:
                 say(f"project instructions: {', '.join(instructions.files)}")
@@ -826,6 +859,7 @@ class _Session:
                     "source": limits.source,
                     "reason": limits.reason,
                 },
+                owners=dict(resumed.owners) if resumed is not None else {},
             ),
         )
         return self._loop

@@ -384,9 +384,12 @@ _NOT_IN_FILE: Mapping[str, str] = {
 
 
 def widens(name: str, value: object) -> bool:
-    """Whether a project file's value moves the key or widens the sandbox (needs trust)."""
+    """Whether a project file's value moves the key, widens the sandbox or asks less (trust)."""
     if name == "sandbox":
         return value in ("workdir", "none")
+    if name == "approval":
+        # Fewer questions at a terminal, and without one bash and writes that ``ask`` refuses.
+        return value in ("edits", "auto")
     return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
 
 
@@ -414,6 +417,10 @@ class Config:
             return self.values[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def updated(self, values: Mapping[str, Any], *, source: str) -> Config:
+        """These ``values`` instead, each said to come from ``source``."""
+        return Config({**self.values, **values}, {**self.sources, **dict.fromkeys(values, source)})
 
     def shown(self) -> list[tuple[str, str, str]]:
         """(name, value, source) rows with secrets masked, for ``orchestrator config``."""

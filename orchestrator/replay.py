@@ -267,7 +267,7 @@ class Replay:
         """Replay every line; return the first divergence, or None when the trace holds."""
         previous: TraceLine | None = None
         for line in self.trace.events():
-            divergence = _order_problem(previous, line) or self._feed(line)
+            divergence = _order_problem(previous, line) or self._fed(line)
             if divergence is not None:
                 return divergence
             previous = line
@@ -278,6 +278,15 @@ class Replay:
         return self._compare(self.trace.last.number)
 
     # -- one line ---------------------------------------------------------------------------
+
+    def _fed(self, line: TraceLine) -> Divergence | None:
+        try:
+            return self._feed(line)
+        except TraceError:
+            raise
+        except Exception as error:
+            # A hand-edited field of the wrong type or shape: a bad file, named in one line.
+            raise TraceError(_unreadable(self.trace.path, line.number, line.name, error)) from None
 
     def _feed(self, line: TraceLine) -> Divergence | None:
         name = line.name
@@ -319,7 +328,7 @@ class Replay:
             self._todo = ToolRegistry([TodoTool(self._board)])
         if event.get("task") is None:
             self._guard = RepeatGuard()  # a resumed run starts with a fresh guard, as resume does
-        settings = LoopSettings(**event["settings"])
+        settings = _settings_at(event, self.trace, line.number)
         self._run = RunState(
             settings,
             self._board,
@@ -530,6 +539,8 @@ class RebuiltRun:
     status: str | None
     task: str
     rounds_since_update: int = 0
+    #: Which plan item each tool call's round worked on, for the resumed run's context keeper.
+    owners: Mapping[str, str | None] = attrs.field(factory=dict)
 
 
 def rebuild(trace: TraceFile) -> RebuiltRun:
@@ -543,42 +554,49 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
     last_round, status, task = 0, None, ""
     # The audit's staleness count, followed as RunState.on_enter_audit keeps it.
     stale, changed = 0, False
-    for line in trace.events():
-        event = line.event
-        name = line.name
-        try:
+    number = 0
+    try:
+        for line in trace.events():
+            event, name, number = line.event, line.name, line.number
             follower.feed(event)
-        except (SummaryMissing, PlanConfigError) as error:
-            raise TraceError(f"{trace.path}:{line.number}: {error}") from None
-        if name == "run.started":
-            settings = LoopSettings(**event["settings"])
-            stale, changed = int(event.get("rounds_since_update", 0)), False
-            if "task" in event and event["task"] is not None:
-                task = str(event["task"])
-            status = None
-        elif name == "model.response":
-            last_round = max(last_round, int(event.get("round", 0)))
-        elif name == "loop.transition" and event.get("trigger") == "dispatched":
-            stale, changed = (0 if changed else stale + 1), False
-        elif name == "plan.updated":
-            changed = True
-        elif name == "run.finished":
-            status = str(event.get("status"))
-    follower.finish()
-    if follower.board is None or settings is None:
-        raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
-    last = trace.last.event
-    return RebuiltRun(
-        conversation=follower.conversation,
-        board=follower.board,
-        settings=settings,
-        run_id=str(last.get("run_id", "")),
-        last_seq=int(last.get("seq", 0)),
-        last_round=last_round,
-        status=status,
-        task=task,
-        rounds_since_update=stale,
-    )
+            if name == "run.started":
+                settings = _settings_at(event, trace, number)
+                stale, changed = int(event.get("rounds_since_update", 0)), False
+                if "task" in event and event["task"] is not None:
+                    task = str(event["task"])
+                status = None
+            elif name == "model.response":
+                last_round = max(last_round, int(event.get("round", 0)))
+            elif name == "loop.transition" and event.get("trigger") == "dispatched":
+                stale, changed = (0 if changed else stale + 1), False
+            elif name == "plan.updated":
+                changed = True
+            elif name == "run.finished":
+                status = str(event.get("status"))
+        follower.finish()
+        if follower.board is None or settings is None:
+            raise TraceError(f"{trace.path}: no run.started event; nothing to resume")
+        last = trace.last
+        number = last.number
+        return RebuiltRun(
+            conversation=follower.conversation,
+            board=follower.board,
+            settings=settings,
+            run_id=str(last.event.get("run_id", "")),
+            last_seq=int(last.event.get("seq", 0)),
+            last_round=last_round,
+            status=status,
+            task=task,
+            rounds_since_update=stale,
+            owners=follower.manager.owners if follower.manager is not None else {},
+        )
+    except TraceError:
+        raise
+    except (SummaryMissing, PlanConfigError) as error:
+        raise TraceError(f"{trace.path}:{number}: {error}") from None
+    except Exception as error:
+        # An edited or broken trace, which the machines refuse somewhere: say where, in one line.
+        raise TraceError(_unreadable(trace.path, number, "", error)) from None
 
 
 #: The lines between which a run's context keeper is set up (``context.window`` follows
@@ -589,6 +607,27 @@ _MANAGER_STARTS = frozenset({"run.started", "context.window"})
 def _board_from(plan: Mapping[str, Any]) -> PlanBoard:
     """A fresh board as the run's ``run.started`` recorded it (limit, policy, loaded items)."""
     return PlanBoard.from_config(plan)
+
+
+def _unreadable(path: Path, number: int, name: str, error: Exception) -> str:
+    said = " ".join(str(error).split())
+    what = f"this {name} line" if name else "here"
+    return (
+        f"{path}:{number}: the run cannot be followed from {what} "
+        f"({type(error).__name__}{': ' + said if said else ''}); was the trace edited?"
+    )
+
+
+def _settings_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> LoopSettings:
+    settings = event.get("settings")
+    try:
+        if not isinstance(settings, Mapping):
+            raise TypeError(f"expected an object, got {type(settings).__name__}")
+        return LoopSettings(**settings)
+    except (TypeError, ValueError) as error:
+        raise TraceError(
+            f"{trace.path}:{number}: run.started has no usable settings: {error}"
+        ) from None
 
 
 def _board_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> PlanBoard:
@@ -602,8 +641,8 @@ class ReplayModel:
     """Plays a trace's recorded model responses, in order, as the model."""
 
     def __init__(self, trace: TraceFile) -> None:
-        self._turns: Iterator[Mapping[str, Any]] = (
-            line.event for line in trace.events() if line.name == "model.response"
+        self._turns: Iterator[TraceLine] = (
+            line for line in trace.events() if line.name == "model.response"
         )
         self._played = 0
 
@@ -612,19 +651,51 @@ class ReplayModel:
         return "replay"
 
     def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
-        event = next(self._turns, None)
-        if event is None:
+        line = next(self._turns, None)
+        if line is None:
             raise ModelError(f"the trace has no more model responses (played {self._played})")
         self._played += 1
+        event = line.event
+        content, usage = event.get("content", ()), event.get("usage") or {}
+        if not isinstance(content, list) or not all(isinstance(b, dict) for b in content):
+            raise ModelError(f"line {line.number}: the recorded content is not a list of blocks")
+        for block in content:
+            problem = _block_problem(block)
+            if problem:
+                raise ModelError(f"line {line.number}: a recorded {problem}")
+        if not isinstance(usage, dict):
+            raise ModelError(f"line {line.number}: the recorded usage is not an object")
         turn = ModelTurn(
-            content=tuple(event.get("content", ())),
+            content=tuple(content),
             stop_reason=str(event.get("stop_reason")),
-            usage=dict(event.get("usage") or {}),
+            usage=dict(usage),
             model=str(event.get("model", "")),
         )
         if turn.text:
             on_text(turn.text)
         return turn
+
+
+#: The string fields the Messages API always sends with each kind of content block.
+_BLOCK_FIELDS: Mapping[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "tool_use": ("id", "name"),
+    "thinking": ("thinking", "signature"),
+    "redacted_thinking": ("data",),
+}
+
+
+def _block_problem(block: Mapping[str, Any]) -> str | None:
+    """What keeps a recorded block from being one the API could have sent, or None."""
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        return "content block has no type"
+    for field in _BLOCK_FIELDS.get(kind, ()):
+        if not isinstance(block.get(field), str):
+            return f"{kind} block has no string {field!r}"
+    if kind == "tool_use" and not isinstance(block.get("input"), dict):
+        return "tool_use block's input is not an object"
+    return None
 
 
 class ResultComparer:

@@ -107,7 +107,7 @@ def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
         name = event.get("event")
         if name == "run.started":
             started = started or str(event.get("ts", ""))
-            settings = event.get("settings") or {}
+            settings = _mapping(event.get("settings"))
             workdir = workdir or str(settings.get("workdir", ""))
             model = str(settings.get("model") or model)
             if not task and event.get("task"):
@@ -115,16 +115,24 @@ def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
             status = "unfinished"
         elif name == "run.finished":
             status = str(event.get("status", "unfinished"))
-            rounds = max(rounds, int(event.get("rounds") or 0))
+            finished_at = event.get("rounds")
+            if isinstance(finished_at, int):
+                rounds = max(rounds, finished_at)
         elif name == "tool.result" and event.get("is_error"):
             refused += is_refusal(str(event.get("output", "")))
         elif name == "model.response":
+            counted = _mapping(event.get("usage"))
             for key in USAGE_KEYS:
-                value = (event.get("usage") or {}).get(key)
+                value = counted.get(key)
                 if isinstance(value, int):
                     usage[key] += value
     cost = cost_of(usage, prices_for(model, prices))
     return SessionSummary(path, started, workdir, task, status, rounds, usage, cost, refused)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    # A listing reads every trace in the state dir, hand-edited ones too: odd shapes count as empty.
+    return value if isinstance(value, Mapping) else {}
 
 
 def _events(path: Path) -> Iterator[dict[str, Any]]:

@@ -36,7 +36,11 @@ def transcript_lines(
             rounds.add(current)
         if round_number is not None and current != round_number:
             continue
-        yield from _event_lines(event, full=full)
+        try:
+            shown = list(_event_lines(event, full=full))
+        except Exception as error:  # a hand-edited field of another shape: say so, show the rest
+            shown = [f"? line {line.number}: {line.name} cannot be shown ({type(error).__name__})"]
+        yield from shown
     if round_number is not None and round_number not in rounds:
         known = f"{min(rounds)}-{max(rounds)}" if rounds else "none"
         raise TranscriptError(f"{trace.path}: no round {round_number}; its rounds are {known}")

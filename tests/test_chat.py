@@ -18,6 +18,7 @@ from typing import Any
 import pexpect
 import pytest
 
+from orchestrator.replay import check_trace, read_trace, rebuild
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
 
@@ -201,6 +202,13 @@ def test_chat_keeps_the_plan_across_turns_and_answers_slash_commands(workdir: Pa
     finished = [event for event in events if event["event"] == "run.finished"]
     assert [event["status"] for event in finished] == ["done", "done"]
     assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+    # /reset is in the trace: replay holds, and resuming starts from nothing, not from the
+    # conversation and plan the user told the chat to forget.
+    assert events[-1]["event"] == "plan.updated" and events[-1]["reset"] is True
+    assert check_trace(trace) is None
+    resumed = rebuild(read_trace(trace))
+    assert resumed.conversation.messages == []
+    assert resumed.board.render() == "No todos."
 
 
 def test_an_empty_line_does_nothing_and_eof_or_ctrl_c_leave_without_a_trace(

@@ -278,6 +278,52 @@ def test_resume_continues_from_the_compacted_conversation(tmp_path: Path) -> Non
     assert check.returncode == 0, check.stderr
 
 
+def _plan(*statuses: str) -> dict[str, Any]:
+    items = [
+        {"id": str(n + 1), "text": f"Step {n + 1}", "status": status}
+        for n, status in enumerate(statuses)
+    ]
+    return {"tool_calls": [{"name": "todo", "input": {"items": items}}]}
+
+
+def _cat(number: int) -> dict[str, Any]:
+    command = f"head -c 3000 big.txt; echo round {number}"
+    return {"tool_calls": [{"name": "bash", "input": {"command": command}}]}
+
+
+def test_resume_still_clears_the_rounds_of_finished_items_first(tmp_path: Path) -> None:
+    # Step 1's rounds come first and step 2's after, but step 2 finishes while step 1 goes
+    # on: after resume, step 2's results are the first to clear, though they are newer.
+    turns = [
+        _plan("in_progress", "pending"),
+        _cat(2),
+        _cat(3),
+        _plan("pending", "in_progress"),
+        _cat(5),
+        _cat(6),
+        _plan("in_progress", "completed"),
+        _cat(8),
+        _cat(9),
+        _cat(10),
+    ]
+    first = _run(tmp_path, turns, "--max-rounds", "10", limits=ServerLimits())
+    assert first.code == 1 and not first.events("context.cleared")
+    bash_ids = [e["id"] for e in first.events("tool.call") if e["name"] == "bash"]
+    # The resumed run's first audit finds the conversation over the smaller window.
+    rest = {"name": "rest", "turns": [_cat(11), {"text": "Done."}]}
+    with MessagesServer(parse_script(rest, source="test"), summarize=default_summary) as server:
+        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        args = ["resume", str(first.trace_path), "--workdir", str(tmp_path / "work"), "--yes"]
+        process = _orchestrator([*args, "--context-window", "6000"], env, tmp_path)
+    assert process.returncode == 0, process.stderr
+    events = [json.loads(line) for line in first.trace_path.read_text("utf-8").splitlines()]
+    (cleared, *_) = [e for e in events if e["event"] == "context.cleared"]
+    assert cleared["ids"][:2] == bash_ids[2:4], cleared["ids"]  # rounds 5 and 6: step 2's
+    assert cleared["ids"][2:4] == bash_ids[:2]  # then rounds 2 and 3: step 1 is still open
+    check = _orchestrator(["replay", "--check", str(first.trace_path)], _environment(), tmp_path)
+    assert check.returncode == 0, check.stderr
+
+
 THINKING = {
     "type": "thinking",
     "thinking": "Let me look at the file first.",

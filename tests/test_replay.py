@@ -916,3 +916,25 @@ def test_an_unmanaged_trace_is_not_followed_yet_a_forged_clearing_in_it_diverges
     divergence = Replay(read_trace(path)).check()
     assert divergence is not None and divergence.line == 11
     assert "context.cleared" in str(divergence)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("oops", "the recorded content is not a list of blocks"),
+        ([{}], "a recorded content block has no type"),
+        ([{"type": "tool_use", "name": "bash", "input": {}}], "tool_use block has no string 'id'"),
+        ([{"type": "tool_use", "id": "t", "name": "bash", "input": "ls"}], "not an object"),
+        ([{"type": "text", "text": None}], "text block has no string 'text'"),
+    ],
+)
+def test_the_replay_model_refuses_a_recorded_response_the_api_could_not_have_sent(
+    tmp_path: Path, content: object, problem: str
+) -> None:
+    """``run --replay-model`` reads a file a person may have edited: a clear ModelError."""
+    response = {"event": "model.response", "seq": 1, "content": content, "usage": {}}
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps(response) + "\n", encoding="utf-8")
+    model = replay_module.ReplayModel(read_trace(trace))
+    with pytest.raises(replay_module.ModelError, match=problem):
+        model.respond({}, lambda _text: None)

@@ -121,6 +121,53 @@ def test_resume_needs_a_next_instruction_for_a_finished_run_and_last_needs_a_ses
     assert none_yet.stderr.startswith(f"orchestrator: error: no sessions for {work} yet")
 
 
+def test_resume_keeps_the_runs_settings_and_a_flag_given_to_it_wins(
+    tmp_path: Path, work: Path
+) -> None:
+    state = tmp_path / "state"
+    with _server({"text": "First."}, {"text": "Second."}, {"text": "Third."}) as server:
+        env = _env(server, state)
+        flags = ["--model", "claude-haiku-4-5", "--max-tokens", "1000", "--reminder-threshold", "5"]
+        first = _cli(["run", "Go", "--workdir", str(work), *flags], env, tmp_path)
+        assert first.returncode == 0, first.stderr
+        (trace,) = workdir_folder(work, {"ORCHESTRATOR_STATE_DIR": str(state)}).glob("*.jsonl")
+        # "raise --max-tokens and resume" is the advice for an answer cut off at max_tokens.
+        kept = _cli(["resume", str(trace), "Again"], env, tmp_path)
+        raised = _cli(["resume", str(trace), "More", "--max-tokens", "4000"], env, tmp_path)
+        assert kept.returncode == 0 and raised.returncode == 0, kept.stderr + raised.stderr
+        requests = server.requests
+    sent = [(body["model"], body["max_tokens"]) for body in requests]
+    assert sent == [("claude-haiku-4-5", 1000)] * 2 + [("claude-haiku-4-5", 4000)]
+    started = [e["settings"] for e in _events(trace) if e["event"] == "run.started"]
+    assert [s["reminder_threshold"] for s in started] == [5, 5, 5]
+    assert [s["max_tokens"] for s in started] == [1000, 1000, 4000]
+
+
+def test_resume_after_a_chat_clear_asks_for_the_next_instruction(
+    tmp_path: Path, work: Path
+) -> None:
+    state = tmp_path / "state"
+    looping = {"tool_calls": [{"name": "bash", "input": {"command": "true"}}]}
+    with _server(looping, looping) as server:
+        env = _env(server, state)
+        stopped = _cli(["run", "Work", "--workdir", str(work), "--max-rounds", "1"], env, tmp_path)
+        assert stopped.returncode == 1, stopped.stderr
+        (trace,) = workdir_folder(work, {"ORCHESTRATOR_STATE_DIR": str(state)}).glob("*.jsonl")
+        last = _events(trace)[-1]
+        assert last["event"] == "run.finished" and last["status"] == "failed"
+        # What the chat's /clear writes between turns: the board and the conversation are gone.
+        cleared = {**last, "event": "plan.updated", "seq": last["seq"] + 1, "revision": 2}
+        cleared.update(items=[], changes=[], merge=False, reset=True)
+        with trace.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(cleared) + "\n")
+        again = _cli(["resume", str(trace)], env, tmp_path)
+        assert len(server.requests) == 1
+    assert again.returncode == 2
+    assert again.stderr.count("\n") == 1
+    assert "the session was cleared (/clear) after its last run" in again.stderr
+    assert "give the next instruction" in again.stderr
+
+
 def test_an_existing_trace_is_never_overwritten(tmp_path: Path, work: Path) -> None:
     trace = tmp_path / "earlier.jsonl"
     trace.write_text('{"event": "run.started"}\n', encoding="utf-8")

@@ -36,7 +36,9 @@ def _env(config_dir: Path) -> dict[str, str]:
     return env
 
 
-def _run(work: Path, config_dir: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    work: Path, config_dir: Path, *flags: str, yes: bool = True
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable,
@@ -46,7 +48,7 @@ def _run(work: Path, config_dir: Path, *flags: str) -> subprocess.CompletedProce
             "Summarize this repo",
             "--workdir",
             str(work),
-            "--yes",
+            *(["--yes"] if yes else []),
             "--max-retries",
             "0",
             "--trace",
@@ -108,11 +110,19 @@ def test_a_recorded_folder_is_trusted_without_asking(clone: Path, tmp_path: Path
 
 @pytest.mark.parametrize(
     "toml",
-    ["allow_network = true", 'ro_path = ["/opt"]', 'env = ["DATABASE_URL"]', 'sandbox = "none"'],
+    [
+        "allow_network = true",
+        'ro_path = ["/opt"]',
+        'env = ["DATABASE_URL"]',
+        'sandbox = "none"',
+        'approval = "auto"',
+        'approval = "edits"',
+    ],
 )
 def test_widening_the_sandbox_needs_trust(clone: Path, tmp_path: Path, toml: str) -> None:
     (clone / "orchestrator.toml").write_text(toml + "\n", "utf-8")
-    done = _run(clone, tmp_path / "config")
+    # --yes would set the approval itself, and a flag is the user's own choice.
+    done = _run(clone, tmp_path / "config", yes=not toml.startswith("approval"))
     assert done.returncode == 2
     assert "may only be set by a trusted folder's file" in done.stderr
     with pytest.raises(UntrustedConfig):
@@ -121,10 +131,11 @@ def test_widening_the_sandbox_needs_trust(clone: Path, tmp_path: Path, toml: str
 
 def test_narrowing_settings_need_no_trust(clone: Path) -> None:
     (clone / "orchestrator.toml").write_text(
-        'sandbox = "bwrap"\nmax_rounds = 3\nallow_network = false\n', "utf-8"
+        'sandbox = "bwrap"\nmax_rounds = 3\nallow_network = false\napproval = "deny"\n', "utf-8"
     )
     config = load_config(clone, env={}, trusted=False)
     assert (config.sandbox, config.max_rounds, config.allow_network) == ("bwrap", 3, False)
+    assert config.approval == "deny"
     assert not widens("sandbox", "auto")
 
 

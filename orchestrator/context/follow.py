@@ -29,7 +29,11 @@ class SummaryMissing(Exception):
     """The follower would compact where the trace recorded no summary."""
 
 
-def manager_for(settings: Mapping[str, Any], window: Mapping[str, Any]) -> ContextManager:
+def manager_for(
+    settings: Mapping[str, Any],
+    window: Mapping[str, Any],
+    owners: Mapping[str, str | None] | None = None,
+) -> ContextManager:
     """The context manager a run used: its ``run.started`` settings, its ``context.window``."""
     max_tokens = int(settings.get("max_tokens", 8192))
     return ContextManager(
@@ -37,6 +41,7 @@ def manager_for(settings: Mapping[str, Any], window: Mapping[str, Any]) -> Conte
         model=str(settings.get("model", "model")),
         mode=str(window.get("compaction", settings.get("compaction", "auto"))),
         summary_max_tokens=min(4096, max_tokens),
+        owners=dict(owners or {}),
     )
 
 
@@ -57,6 +62,7 @@ class ConversationFollower:
         self._fixed = 0
         self._forced = False
         self._settings: Mapping[str, Any] = {}
+        self._owners: Mapping[str, str | None] = {}
         self.on_record: Callable[[PlanRecord], None] = lambda _record: None
 
     def over_budget(self) -> bool:
@@ -82,7 +88,10 @@ class ConversationFollower:
         task = event.get("task")
         self._settings = event.get("settings") or {}
         if task is None:
-            self.manager = None  # a resumed run starts a fresh manager (at its context.window)
+            # A resumed run starts a fresh manager (at its context.window), which still knows
+            # which item each earlier round worked on, as resume hands it over.
+            self._owners = self.manager.owners if self.manager is not None else {}
+            self.manager = None
         self._flush()
         if task is not None:
             self.conversation.add_user_text(str(task))
@@ -90,7 +99,7 @@ class ConversationFollower:
     def _context_window(self, event: Mapping[str, Any]) -> None:
         # Only a run with a context keeper logs this; a run without one is followed unmanaged.
         if self.manager is None:
-            self.manager = manager_for(self._settings, event)
+            self.manager = manager_for(self._settings, event, self._owners)
 
     def _model_request(self, event: Mapping[str, Any]) -> None:
         self._flush()
@@ -133,8 +142,12 @@ class ConversationFollower:
             self._shrink()
 
     def _plan_updated(self, event: Mapping[str, Any]) -> None:
-        if event.get("reset") and self.board is not None:
+        # A reset is the chat's /clear, which forgets the conversation along with the plan.
+        if not event.get("reset"):
+            return
+        if self.board is not None:
             self.board.reset()
+        self.conversation = Conversation()
 
     def _reminder(self, event: Mapping[str, Any]) -> None:
         text = reminder_text(int(event["rounds_since_update"]), str(event["plan"]))

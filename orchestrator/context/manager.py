@@ -103,6 +103,11 @@ class ContextManager:
         return self.window_tokens
 
     @property
+    def owners(self) -> Mapping[str, str | None]:
+        """Which plan item each tool call's round worked on; a resumed run's keeper starts here."""
+        return dict(self._owners)
+
+    @property
     def description(self) -> JSONObject:
         return {"window": self.window_tokens, "compaction": self.mode, **self.origin}
 
