@@ -21,6 +21,7 @@ from orchestrator.cli import main
 from orchestrator.conversation import Conversation
 from orchestrator.loop import Loop, LoopMachine, LoopSettings, RunState
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
+from orchestrator.protocols import ModelError
 from orchestrator.replay import Replay, read_trace, rebuild
 from orchestrator.script import ScriptedModel, parse_script
 from orchestrator.testing import MessagesServer
@@ -936,5 +937,5 @@ def test_the_replay_model_refuses_a_recorded_response_the_api_could_not_have_sen
     trace = tmp_path / "t.jsonl"
     trace.write_text(json.dumps(response) + "\n", encoding="utf-8")
     model = replay_module.ReplayModel(read_trace(trace))
-    with pytest.raises(replay_module.ModelError, match=problem):
+    with pytest.raises(ModelError, match=problem):
         model.respond({}, lambda _text: None)
