@@ -271,8 +271,12 @@ class Conversation:
             self._encoded.keep(index)
 
 
+#: ``json.dumps(value, ensure_ascii=False)`` builds this encoder on every call; one is enough.
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 def _breakpoint_added(stored: Any, marked: Any) -> int | None:
