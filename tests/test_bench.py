@@ -381,13 +381,6 @@ def _hoarding_replay(monkeypatch: pytest.MonkeyPatch) -> None:
             _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, None, id="plan"
         ),
         pytest.param(
-            _figures._plan_scaling,
-            "plan_scaling_exponent_1000",
-            _quadratic_plan,
-            None,
-            id="plan-past-cap",
-        ),
-        pytest.param(
             measure_plan_dependencies,
             "plan_deps_scaling_exponent",
             _quadratic_plan,
