@@ -7,8 +7,9 @@ unbuffered ``os.write`` as it is rendered, so a killed run leaves a file whose e
 line parses.
 
 The chain follows structlog's performance recipe: few processors, built once per trace, bytes
-out of an ``orjson`` renderer, a timestamp made from ``time.time()`` with the date part cached
-per second. Redaction looks where a secret can appear: the rendered line is searched once with
+out of an ``orjson`` renderer, a timestamp made from ``time.time_ns()`` with the date part cached
+per second, and a bound logger of our own (:class:`TraceLogger`, structlog's custom-wrapper
+recipe) whose ``info`` goes straight through the chain to the file. Redaction looks where a secret can appear: the rendered line is searched once with
 a pattern built when the trace opens (the known secret values, the shape of an API key, the
 key names that hold secrets); only a line that matches is walked and redacted field by field,
 and rendered again the way :func:`json.dumps` renders it. A line that does not match is the
