@@ -7,13 +7,15 @@ unbuffered ``os.write`` as it is rendered, so a killed run leaves a file whose e
 line parses.
 
 The chain follows structlog's performance recipe: few processors, built once per trace, bytes
-out of an ``orjson`` renderer, a timestamp made from ``time.time_ns()`` with the date part cached
-per second, and a bound logger of our own (:class:`TraceLogger`, structlog's custom-wrapper
-recipe) whose ``info`` goes straight through the chain to the file. Redaction looks where a secret can appear: the rendered line is searched once with
-a pattern built when the trace opens (the known secret values, the shape of an API key, the
-key names that hold secrets); only a line that matches is walked and redacted field by field,
-and rendered again the way :func:`json.dumps` renders it. A line that does not match is the
-line the walk would have produced, byte for byte (``tests/test_trace.py`` checks both).
+out of an ``orjson`` renderer, a timestamp made from ``time.time_ns()`` with the date part
+cached per second, and a bound logger of our own (:class:`TraceLogger`, structlog's
+custom-wrapper recipe) whose ``info`` goes straight through the chain to the file. Redaction
+looks where a secret can appear: the rendered line is searched for the known secret values
+(prebuilt when the trace opens) and the shape of an API key, and the key names are judged
+(an event's key set once, nested keys once per name). Only a suspect line is walked and
+redacted field by field, and rendered again the way :func:`json.dumps` renders it; any other
+line is the line the walk would have produced, byte for byte (``tests/test_trace.py`` checks
+both).
 """
 
 from __future__ import annotations
