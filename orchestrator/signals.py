@@ -3,11 +3,17 @@
 ``timeout``, a CI cancel, ``docker stop`` and a closed terminal send these. The handler raises
 :class:`Stopped` (a ``KeyboardInterrupt``), so every place that already cleans up after Ctrl-C
 (the bash tool kills its process tree, the loop records ``run.finished``) does so for them too.
+
+Python drops an exception raised where it cannot propagate (an at-fork hook, a finalizer: it
+prints "Exception ignored" and goes on), so a stop signal arriving there would be lost and the
+run would wait out its command. Every stop signal is therefore also counted: a wait loop takes
+:func:`interrupt_mark` before it starts and calls :func:`raise_if_interrupted_since` as it polls.
 """
 
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -28,6 +34,42 @@ class Stopped(KeyboardInterrupt):
 
 
 @attrs.define
+class _Arrivals:
+    """Stop signals received by this process; mutation is the point (the handlers count)."""
+
+    count: int = 0
+    last: signal.Signals | None = None
+
+    def arrived(self, signum: int) -> signal.Signals:
+        self.count += 1
+        self.last = signal.Signals(signum)
+        return self.last
+
+
+_ARRIVALS = _Arrivals()
+
+
+def interrupt_mark() -> int:
+    """How many stop signals have arrived so far (see :func:`raise_if_interrupted_since`)."""
+    return _ARRIVALS.count
+
+
+def raise_if_interrupted_since(mark: int) -> None:
+    """Raise the interrupt of a stop signal that arrived since ``mark`` (its own was swallowed).
+
+    Only in the main thread, where Python delivers signals: a worker's wait is not the one the
+    signal meant to stop.
+    """
+    if _ARRIVALS.count == mark or threading.current_thread() is not threading.main_thread():
+        return
+    last = _ARRIVALS.last
+    if last in _NAMES:
+        assert last is not None
+        raise Stopped(last)
+    raise KeyboardInterrupt
+
+
+@attrs.define
 class StopRecord:
     """Which stop signal arrived: the loop swallows the interrupt, but the exit code needs it."""
 
@@ -40,17 +82,25 @@ class StopRecord:
 
 @contextmanager
 def stop_signals_interrupt() -> Iterator[StopRecord]:
-    """While inside, SIGTERM and SIGHUP raise :class:`Stopped`; the old handlers come back."""
+    """While inside, stop signals raise (SIGTERM and SIGHUP :class:`Stopped`), each counted.
+
+    The old handlers come back on the way out.
+    """
     record = StopRecord()
 
     def handle(signum: int, _frame: FrameType | None) -> None:
         # Once is enough: a second signal during the clean-up must not cut the clean-up short.
         for stop in _NAMES:
             signal.signal(stop, signal.SIG_IGN)
-        record.received = signal.Signals(signum)
+        record.received = _ARRIVALS.arrived(signum)
         raise Stopped(record.received)
 
+    def interrupt(signum: int, _frame: FrameType | None) -> None:
+        _ARRIVALS.arrived(signum)
+        raise KeyboardInterrupt
+
     previous = {stop: signal.signal(stop, handle) for stop in _NAMES}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
     try:
         yield record
     finally:

@@ -7,9 +7,11 @@ in their command line, since the tool's processes live in their own session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +20,13 @@ import pexpect
 import pytest
 
 from orchestrator.script import parse_script
-from orchestrator.signals import EXIT_BY_SIGNAL
+from orchestrator.signals import (
+    EXIT_BY_SIGNAL,
+    Stopped,
+    interrupt_mark,
+    raise_if_interrupted_since,
+    stop_signals_interrupt,
+)
 from orchestrator.testing import MessagesServer
 from tests.test_chat import signal_during_bash
 
@@ -90,3 +98,37 @@ def test_a_closed_terminal_ends_the_chat_with_129(tmp_path: Path) -> None:
         child.close()
     assert child.exitstatus == EXIT_BY_SIGNAL[signal.SIGHUP]
     assert not list((_state(work) / "sessions").glob("*/*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("stop", "raised"),
+    [(signal.SIGTERM, Stopped), (signal.SIGHUP, Stopped), (signal.SIGINT, KeyboardInterrupt)],
+)
+def test_a_stop_signal_python_swallowed_is_raised_again_by_the_next_check(
+    stop: signal.Signals, raised: type[BaseException]
+) -> None:
+    with stop_signals_interrupt() as record:
+        mark = interrupt_mark()
+        raise_if_interrupted_since(mark)  # nothing arrived: nothing raised
+        # As an at-fork hook or a finalizer would: the interrupt is caught and dropped.
+        with contextlib.suppress(KeyboardInterrupt):
+            os.kill(os.getpid(), stop)
+            time.sleep(5)  # the handler runs at the next bytecode; never reached
+        worker_raised: list[BaseException] = []
+
+        def in_a_worker() -> None:
+            try:
+                raise_if_interrupted_since(mark)
+            except BaseException as error:  # the point is that none arrives
+                worker_raised.append(error)
+
+        worker = threading.Thread(target=in_a_worker)
+        worker.start()
+        worker.join()
+        assert worker_raised == []  # signals stop the main thread's wait, not a worker's
+        with pytest.raises(raised) as caught:
+            raise_if_interrupted_since(mark)
+        if raised is Stopped:
+            assert caught.value.signum == stop  # type: ignore[attr-defined]
+            assert record.received == stop
+        raise_if_interrupted_since(interrupt_mark())  # a fresh mark sees nothing
