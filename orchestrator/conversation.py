@@ -14,12 +14,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+import orjson
 
 from orchestrator.protocols import JSONObject
 
 #: The API allows four ``cache_control`` breakpoints per request.
 MAX_CACHE_BREAKPOINTS = 4
 _EPHEMERAL: JSONObject = {"type": "ephemeral"}
+#: What a breakpoint adds to a block's encoding: after a key, and in an otherwise empty block.
+_MARK_AFTER_KEY = len(', "cache_control": ') + len(json.dumps(_EPHEMERAL))
+_MARK_ALONE = _MARK_AFTER_KEY - len(", ")
+_FINGERPRINT_OPTIONS = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
 
 RESUME_PROMPT = "The run was interrupted. Continue the task from where you stopped."
 INTERRUPTED_RESULT = "Error: not run: the run was interrupted before this tool call finished."
@@ -82,6 +91,10 @@ class Conversation:
     _encoded: _Encoded = attrs.field(factory=_Encoded, init=False, repr=False, eq=False)
     # The positions the last request() marked with a breakpoint (copies, not stored messages).
     _marked: tuple[int, ...] = attrs.field(default=(), init=False, repr=False, eq=False)
+    # The last request head (all but the messages): its orjson bytes, encoded size, breakpoints.
+    _head: tuple[bytes, int, int] | None = attrs.field(
+        default=None, init=False, repr=False, eq=False
+    )
 
     def add_user_text(self, text: str) -> None:
         self.close_dangling_tool_uses()
@@ -188,8 +201,7 @@ class Conversation:
         is not the latest request of this conversation is measured in full.
         """
         messages: Sequence[JSONObject] = body["messages"]
-        head = _dumps({**body, "messages": []})
-        head_marks = count_breakpoints({**body, "messages": []})
+        head_size, head_marks = self._head_summary({**body, "messages": []})
         count = len(messages)
         if not self._is_latest_request(messages):
             sizes = sum(len(_dumps(message)) for message in messages)
@@ -199,10 +211,36 @@ class Conversation:
             sizes, marks = encoded.before[count], encoded.marks_before[count]
             for index in self._marked:
                 copy_ = messages[index]
-                sizes += len(_dumps(copy_)) - encoded.sizes[index]
-                marks += _message_breakpoints(copy_) - encoded.marks[index]
+                added = _breakpoint_added(self.messages[index], copy_)
+                if added is None:  # not the plain copy request() makes: measure it
+                    sizes += len(_dumps(copy_)) - encoded.sizes[index]
+                    marks += _message_breakpoints(copy_) - encoded.marks[index]
+                else:
+                    sizes += added
+                    marks += 1
         separators = 2 * max(0, count - 1)  # the ", " between messages
-        return RequestSummary(count, head_marks + marks, len(head) + separators + sizes)
+        return RequestSummary(count, head_marks + marks, head_size + separators + sizes)
+
+    def _head_summary(self, head: JSONObject) -> tuple[int, int]:
+        """The encoded size and breakpoints of a request without its messages.
+
+        The head (model, system, tool definitions) is the same round after round, and the
+        largest thing json.dumps would encode each round: orjson's bytes of it, ten times
+        cheaper, tell whether it changed. Equal bytes mean equal JSON: orjson is told to refuse
+        what json.dumps renders otherwise or refuses (subclasses, dataclasses, datetimes), and
+        it writes NaN and infinities as ``null``, so a head with ``null`` is always encoded.
+        """
+        try:
+            fingerprint: bytes | None = orjson.dumps(head, option=_FINGERPRINT_OPTIONS)
+        except (TypeError, orjson.JSONEncodeError):
+            fingerprint = None  # what orjson cannot encode json.dumps must judge
+        reusable = fingerprint is not None and b"null" not in fingerprint
+        if reusable and self._head is not None and self._head[0] == fingerprint:
+            return self._head[1], self._head[2]
+        size, marks = len(_dumps(head)), count_breakpoints(head)
+        if fingerprint is not None:
+            self._head = (fingerprint, size, marks)
+        return size, marks
 
     def _is_latest_request(self, messages: Sequence[JSONObject]) -> bool:
         """Whether ``messages`` are the stored ones but for the copies the last request marked."""
@@ -233,8 +271,43 @@ class Conversation:
             self._encoded.keep(index)
 
 
+#: ``json.dumps(value, ensure_ascii=False)`` builds this encoder on every call; one is enough.
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return _ENCODER.encode(value)
+
+
+def _breakpoint_added(stored: Any, marked: Any) -> int | None:
+    """What the breakpoint adds to ``stored``'s encoded size; None unless ``marked`` is a copy.
+
+    ``marked`` must be exactly the copy :func:`_with_breakpoint` makes of ``stored``. Only the
+    last block differs, by one key at its end, so the copy's encoding is the stored one with
+    ``, "cache_control": {"type": "ephemeral"}`` before that block's closing brace.
+    """
+    if type(stored) is not dict or type(marked) is not dict or list(stored) != list(marked):
+        return None
+    content, marked_content = stored.get("content"), marked.get("content")
+    if type(content) is not list or type(marked_content) is not list or not content:
+        return None
+    if len(content) != len(marked_content):
+        return None
+    for key, value in stored.items():
+        if key != "content" and marked[key] is not value:
+            return None
+    if not all(map(operator.is_, content[:-1], marked_content[:-1])):
+        return None
+    last, marked_last = content[-1], marked_content[-1]
+    if type(last) is not dict or type(marked_last) is not dict or "cache_control" in last:
+        return None
+    if list(marked_last) != [*last, "cache_control"]:
+        return None
+    if marked_last["cache_control"] is not _EPHEMERAL:
+        return None
+    if not all(marked_last[key] is value for key, value in last.items()):
+        return None
+    return _MARK_AFTER_KEY if last else _MARK_ALONE
 
 
 def _with_breakpoint(message: JSONObject) -> JSONObject:

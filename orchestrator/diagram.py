@@ -17,7 +17,7 @@ import json
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -223,56 +223,95 @@ def _tidy_mermaid(source: str) -> str:
 
 
 def _read_trace(path: Path) -> tuple[_Visits, _Visits]:
-    """The item and the loop machine's edge counts in one trace file."""
-    records = _trace_records(path)
+    """The item and the loop machine's edge counts in one trace file, read line by line.
+
+    Only the counts are kept, so memory stays flat in the trace's length. Every line is checked
+    before a bad edge is reported, so a file with both a broken line and a bad edge names the
+    broken line, as when the whole file was read first.
+    """
     items: Counter[_EdgeKey] = Counter()
     loop: Counter[_EdgeKey] = Counter()
     evidence: list[str] = []
-    for number, record in records:
+    bad_edge: DiagramError | None = None
+    for number, record in _trace_records(path):
         event = record.get("event")
-        if event == "plan.transition":
-            src, trigger, dst = _edge_fields(path, number, record)
-            items[(src, trigger, dst, ())] += 1
-        elif event == "loop.transition":
-            src, trigger, dst = _edge_fields(path, number, record)
-            loop[(src, trigger, dst, tuple(evidence))] += 1
-            evidence = []
-        elif isinstance(event, str) and event in _CALLBACK_EVIDENCE:
-            evidence.append(_CALLBACK_EVIDENCE[event])
+        try:
+            if event == "plan.transition":
+                src, trigger, dst = _edge_fields(path, number, record)
+                items[(src, trigger, dst, ())] += 1
+            elif event == "loop.transition":
+                src, trigger, dst = _edge_fields(path, number, record)
+                loop[(src, trigger, dst, tuple(evidence))] += 1
+                evidence = []
+            elif isinstance(event, str) and event in _CALLBACK_EVIDENCE:
+                evidence.append(_CALLBACK_EVIDENCE[event])
+        except DiagramError as error:
+            bad_edge = bad_edge or error
+    if bad_edge is not None:
+        raise bad_edge
     return _Visits(dict(items)), _Visits(dict(loop))
 
 
-def _trace_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+def _trace_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each line's event with its number; text mode, so lines split as ``read_text`` splits."""
     try:
-        text = path.read_text(encoding="utf-8")
+        stream = path.open(encoding="utf-8")
     except FileNotFoundError:
         raise DiagramError(
             f"trace {path}: no such file; pass a trace written by orchestrator run --trace"
         ) from None
-    except (OSError, UnicodeDecodeError) as error:
+    except OSError as error:
         raise DiagramError(f"trace {path}: cannot read it: {error}") from None
-    if not text.strip():
-        raise DiagramError(f"trace {path} is empty; a run writes one JSON event per line")
-    lines = text.split("\n")
-    records: list[tuple[int, dict[str, Any]]] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    records, blank = 0, True
+    with stream:
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            if number == len(lines):
-                break  # a last line without its newline: the run was killed while writing it
-            raise DiagramError(
-                f"trace {path} line {number} is not JSON ({error.msg}); "
-                "pass a trace written by orchestrator run --trace"
-            ) from None
-        if not isinstance(record, dict):
-            raise DiagramError(f"trace {path} line {number} is not a JSON object")
-        records.append((number, record))
+            for number, line in enumerate(stream, start=1):
+                if not line.strip():
+                    continue
+                blank = False
+                try:
+                    record = _record(path, number, line)
+                except DiagramError:
+                    for _rest in stream:
+                        pass  # a file that cannot be decoded says so first, as it always did
+                    raise
+                if record is None:
+                    break  # a last line without its newline: the run was killed while writing it
+                records += 1
+                yield number, record
+        except UnicodeDecodeError:
+            # Worded as it always was: the position counted from the start of the file.
+            _whole_text(path)
+            raise
+        except OSError as error:
+            raise DiagramError(f"trace {path}: cannot read it: {error}") from None
+    if blank:
+        raise DiagramError(f"trace {path} is empty; a run writes one JSON event per line")
     if not records:
         raise DiagramError(f"trace {path} has no complete line; its only line is cut short")
-    return records
+
+
+def _record(path: Path, number: int, line: str) -> dict[str, Any] | None:
+    """The event on one line; None for a cut-off last line (no newline after it)."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        if not line.endswith("\n"):
+            return None
+        raise DiagramError(
+            f"trace {path} line {number} is not JSON ({error.msg}); "
+            "pass a trace written by orchestrator run --trace"
+        ) from None
+    if not isinstance(record, dict):
+        raise DiagramError(f"trace {path} line {number} is not a JSON object")
+    return record
+
+
+def _whole_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise DiagramError(f"trace {path}: cannot read it: {error}") from None
 
 
 def _edge_fields(path: Path, number: int, record: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -174,14 +174,16 @@ def render_items(items: Iterable[PlanItem]) -> str:
     items = tuple(items)
     if not items:
         return "No todos."
-    status_of = {item.id: item.status for item in items}
+    has_dependencies = any(item.blocked_by for item in items)
+    # Only an item with blockers looks statuses up.
+    status_of = {item.id: item.status for item in items} if has_dependencies else {}
     lines = [
         f"{_MARKERS[item.status]} #{item.id}: {item.text}{_notes(item, status_of)}"
         for item in items
     ]
     done = sum(item.status == Status.COMPLETED for item in items)
     text = "\n".join(lines) + f"\n\n({done}/{len(lines)} completed)"
-    if any(item.blocked_by for item in items):
+    if has_dependencies:
         ready = ready_items(items)
         text += "\nNext ready: " + (", ".join(f"#{item.id}" for item in ready) or "none")
     return text
@@ -376,6 +378,9 @@ class _ItemModel:
     priority: Priority | None = None
     blocked_by: tuple[str, ...] = ()
     state: str = Status.PENDING.value
+    #: The last view handed out, reused while nothing it shows has changed: a board's views are
+    #: asked for twice per update (the record and the rendering) and most items do not change.
+    _view: PlanItem | None = attrs.field(default=None, init=False)
 
     # Guards and callbacks named in ITEM_TRANSITIONS / ItemMachine.
     def no_other_item_in_progress(self, event: EventData) -> bool:
@@ -401,14 +406,20 @@ class _ItemModel:
         )
 
     def view(self) -> PlanItem:
-        return PlanItem(
-            self.id,
-            self.text,
-            _STATUS_OF[self.state],
-            self.active_form,
-            self.priority,
-            self.blocked_by,
-        )
+        status = _STATUS_OF[self.state]
+        view = self._view
+        if (
+            view is None
+            or view.status is not status
+            or view.text != self.text
+            or view.active_form != self.active_form
+            or view.priority is not self.priority
+            or view.blocked_by != self.blocked_by
+        ):
+            view = self._view = PlanItem(
+                self.id, self.text, status, self.active_form, self.priority, self.blocked_by
+            )
+        return view
 
 
 def _shown(value: str, limit: int = 60) -> str:
@@ -463,10 +474,10 @@ def _accepted(keys: Mapping[str, str]) -> str:
 
 def _canonical(
     raw: Mapping[Any, Any], keys: Mapping[str, str], ours: frozenset[str], where: str
-) -> dict[str, Any]:
+) -> Mapping[str, Any]:
     """``raw`` with every key spelled our way; an unknown or doubly spelled key is refused."""
-    if raw.keys() <= ours:  # the common case, checked in C: nothing to rename
-        return dict(raw)
+    if raw.keys() <= ours:  # the common case, checked in C: nothing to rename, nothing to copy
+        return raw
     fields: dict[str, Any] = {}
     spelled: dict[str, str] = {}
     for key, value in raw.items():
@@ -699,6 +710,7 @@ class PlanBoard:
         self._fired: list[ItemTransition] = []
         self._observers: list[Callable[[PlanRecord], None]] = []
         self._revision = 0
+        self._rendered: tuple[int, str] | None = None
         self._initial = tuple(initial)
         if self._initial:
             self._restore(self._initial)
@@ -763,7 +775,12 @@ class PlanBoard:
 
     def render(self) -> str:
         """The seeds' format: one line per item, a blank line, then ``(k/n completed)``."""
-        return render_items(model.view() for model in self._models.values())
+        # Rendered once per revision: the todo result, every reminder and every compaction of
+        # that revision show the same text.
+        if self._rendered is None or self._rendered[0] != self._revision:
+            text = render_items(model.view() for model in self._models.values())
+            self._rendered = (self._revision, text)
+        return self._rendered[1]
 
     def subscribe(self, observer: Callable[[PlanRecord], None]) -> None:
         self._observers.append(observer)
@@ -827,7 +844,11 @@ class PlanBoard:
                 f"Max {self.limit} todos allowed (got {len(order)}); "
                 f"merge or drop items so at most {self.limit} remain"
             )
-        depth = _dependency_order(self._final_blockers(entries, order))
+        depth = (
+            _dependency_order(self._final_blockers(entries, order))
+            if self._has_dependencies(entries)
+            else {}  # no edge anywhere: nothing to check, every depth is 0
+        )
         new_models: dict[str, _ItemModel] = {}
         moves: list[_Move] = []
         for entry in entries:
@@ -846,9 +867,11 @@ class PlanBoard:
                     entry.blocked_by or (),
                 )
                 new_models[entry.id] = model
-                moves.append(self._plan_move(model, entry.status or Status.PENDING))
-            elif entry.status is not None:
-                moves.append(self._plan_move(existing, entry.status))
+                move = self._plan_move(model, entry.status or Status.PENDING)
+            else:
+                move = None if entry.status is None else self._plan_move(existing, entry.status)
+            if move is not None:
+                moves.append(move)
         kept = set(order)
         if not merge:
             dropped = [m for i, m in self._models.items() if i not in kept]
@@ -886,6 +909,12 @@ class PlanBoard:
         added = [e.id for e in entries if e.id not in self._models]
         return [*self._models, *added]
 
+    def _has_dependencies(self, entries: Sequence[_Entry]) -> bool:
+        """Whether the batch or the board names any blocker (a ``[]`` batch entry does not)."""
+        return any(e.blocked_by for e in entries) or any(
+            m.blocked_by for m in self._models.values()
+        )
+
     def _final_blockers(
         self, entries: Sequence[_Entry], order: Sequence[str]
     ) -> dict[str, tuple[str, ...]]:
@@ -898,8 +927,13 @@ class PlanBoard:
             blockers[item_id] = given.get(item_id, kept)
         return blockers
 
-    def _plan_move(self, model: _ItemModel, target: Status) -> _Move:
-        src = Status(model.state)
+    def _plan_move(self, model: _ItemModel, target: Status) -> _Move | None:
+        """The walk to ``target``; None when the item is there already (nothing to fire)."""
+        src = _STATUS_OF[model.state]
+        if src is target:
+            # Most items of a full rewrite keep their status: no move keeps the batch's work
+            # (and the garbage it leaves) proportional to what changes.
+            return None
         path = self._machine.path(src, target)
         if path is not None and (len(path) <= 1 or self.policy is EdgePolicy.LENIENT):
             return _Move(model, path, src, target)

@@ -7,12 +7,15 @@ unbuffered ``os.write`` as it is rendered, so a killed run leaves a file whose e
 line parses.
 
 The chain follows structlog's performance recipe: few processors, built once per trace, bytes
-out of an ``orjson`` renderer, a timestamp made from ``time.time()`` with the date part cached
-per second. Redaction looks where a secret can appear: the rendered line is searched once with
-a pattern built when the trace opens (the known secret values, the shape of an API key, the
-key names that hold secrets); only a line that matches is walked and redacted field by field,
-and rendered again the way :func:`json.dumps` renders it. A line that does not match is the
-line the walk would have produced, byte for byte (``tests/test_trace.py`` checks both).
+out of an ``orjson`` renderer, a timestamp made from ``time.time_ns()`` with the date part
+cached per second, and a bound logger of our own (:class:`TraceLogger`, structlog's
+custom-wrapper recipe) whose ``info`` goes straight through the chain to the file. Redaction
+looks where a secret can appear: the rendered line is searched for the known secret values
+(prebuilt when the trace opens) and the shape of an API key, and the key names are judged
+(an event's key set once, nested keys once per name). Only a suspect line is walked and
+redacted field by field, and rendered again the way :func:`json.dumps` renders it; any other
+line is the line the walk would have produced, byte for byte (``tests/test_trace.py`` checks
+both).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ _SECRET_VALUES = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
 EventSink = Callable[[Mapping[str, Any]], None]
 
+_time_ns = time.time_ns
+_write = os.write
+
 
 class TraceStamps:
     """Adds ``seq``, ``ts`` and ``trace_format`` to every event.
@@ -64,14 +70,16 @@ class TraceStamps:
         self._prefix = ""
 
     def __call__(self, _logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
-        self._last += 1
-        event["seq"] = self._last
-        micros = time.time_ns() // 1000
+        self._last = seq = self._last + 1
+        event["seq"] = seq
+        micros = _time_ns() // 1000
         second = micros // 1_000_000
         if second != self._second:
             self._second = second
-            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        event["ts"] = f"{self._prefix}.{micros % 1_000_000:06d}Z"
+            self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)) + "."
+        # %-formatting of one int is the cheapest spelling CPython has (f-strings with a format
+        # spec cost a quarter more).
+        event["ts"] = self._prefix + "%06dZ" % (micros % 1_000_000)  # noqa: UP031
         event["trace_format"] = TRACE_FORMAT
         return event
 
@@ -143,13 +151,28 @@ class JSONLinesFile:
         self._fd = stream.fileno()
 
     def msg(self, message: bytes) -> None:
-        written = os.write(self._fd, message)
+        written = _write(self._fd, message)
         if written < len(message):  # a regular file takes it whole; a signal may cut it short
             rest = memoryview(message)[written:]
             while rest:
-                rest = rest[os.write(self._fd, rest) :]
+                rest = rest[_write(self._fd, rest) :]
 
     info = msg
+
+
+class TraceLogger(structlog.BoundLoggerBase):
+    """The trace's bound logger: ``info`` runs the chain and hands the line to the file.
+
+    structlog's recipe for a custom wrapper class: a method per level the code calls, built on
+    ``_process_event``, where the generic ``BoundLogger`` routes every call through a
+    ``functools.partial`` of ``_proxy_to_logger`` and a ``getattr`` of the logger method.
+    """
+
+    _logger: JSONLinesFile
+
+    def info(self, event: str, **fields: Any) -> None:
+        args, _kw = self._process_event("info", event, fields)
+        self._logger.msg(*args)
 
 
 def secrets_from_environment(env: Mapping[str, str] | None = None) -> list[str]:
@@ -201,8 +224,9 @@ class TraceRenderer:
 
     def suspect(self, event: EventDict, line: bytes) -> bool:
         """Whether the walk could change anything in this event, rendered as ``line``."""
+        find = line.find  # a fifth cheaper than ``in`` on bytes, which goes through a buffer
         for value in self._values:
-            if value in line:
+            if find(value) != -1:
                 return True
         keys = tuple(event)
         secret_key = self._key_sets.get(keys)
@@ -299,7 +323,7 @@ def open_trace(
     log = structlog.wrap_logger(
         JSONLinesFile(stream),
         processors=build_processors(secrets=secrets, sinks=sinks, first_seq=first_seq),
-        wrapper_class=structlog.BoundLogger,
+        wrapper_class=TraceLogger,
         context_class=dict,
         cache_logger_on_first_use=True,
     ).bind(run_id=run_id)

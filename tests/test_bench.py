@@ -77,6 +77,8 @@ FIGURES = TARGETED | {
     "bash_ms_per_command_plain",
     "sandbox_ms_per_command_workdir",
     "sandbox_ms_per_command_bwrap",
+    "todo_round_us",
+    "todo_round_trace_us",
 }
 #: The figures measured against a floor: each says what it was measured against.
 FLOORED = TARGETED - {"cached_input_share"} | {"overhead_ratio"}
@@ -369,6 +371,7 @@ def _hoarding_replay(monkeypatch: pytest.MonkeyPatch) -> None:
         ),
         pytest.param(_figures._live_view, "live_view_vs_harness", _slow_live_view, 3, id="live"),
         pytest.param(_figures._trace, "trace_vs_floor", _slow_trace, 3, id="trace"),
+        pytest.param(_figures._todo_round, "todo_round_trace_us", _slow_trace, 2, id="todo"),
         pytest.param(_figures._replay, "replay_vs_parse_ratio", _slow_replay, 2, id="replay"),
         pytest.param(
             _figures._replay, "replay_peak_rss_mb_40k", _hoarding_replay, 1.2, id="replay-rss"

@@ -7,6 +7,7 @@ import itertools
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -433,3 +434,57 @@ def test_the_summary_is_what_encoding_the_whole_body_gives(steps: list[str]) -> 
     stale = conversation.request(model="m", system="s", tools=[], max_tokens=9)
     conversation.add_user_text("after")
     assert conversation.summary(stale).bytes == len(json.dumps(stale, ensure_ascii=False))
+
+
+_HEADS = st.fixed_dictionaries(
+    {
+        "model": st.sampled_from(["m", "model-ü"]),
+        "system": st.sampled_from(["s", "system\nwith ✓"]),
+        "tools": st.sampled_from(
+            [[], [{"name": "t"}], [{"name": "t", "x": None}], [{"name": "t", "x": float("nan")}]]
+        ),
+        "max_tokens": st.sampled_from([9, 10]),
+        "options": st.sampled_from([None, {}, {"temperature": 0.5}, {"temperature": 1}]),
+    }
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(heads=st.lists(_HEADS, min_size=1, max_size=6), edits=st.lists(st.booleans(), max_size=6))
+def test_the_summary_stays_exact_when_the_head_changes_or_a_marked_message_is_edited(
+    heads: list[dict[str, Any]], edits: list[bool]
+) -> None:
+    """The head's size is reused only while it is unchanged (``null`` and NaN both render as
+    orjson's ``null``); a message edited after request() marked its copy is measured again."""
+    conversation = Conversation()
+    conversation.add_user_text("start")
+    for number, head in enumerate(heads):
+        use = {"type": "tool_use", "id": f"t{number}", "name": "t", "input": {"n": number}}
+        conversation.add_assistant([use])
+        conversation.add_tool_results(
+            [{"type": "tool_result", "tool_use_id": f"t{number}", "content": "ok ✓"}]
+        )
+        body = conversation.request(**head)
+        if number < len(edits) and edits[number]:
+            # Not through a method, so the running totals cannot know: the copy is stale.
+            conversation.messages[-1]["content"].append({"type": "text", "text": "late"})
+        summary = conversation.summary(body)
+        assert (summary.messages, summary.cache_breakpoints, summary.bytes) == _full_summary(body)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        pytest.param(None, float("nan"), id="null-then-nan"),
+        pytest.param(float("inf"), None, id="infinity-then-null"),
+        pytest.param("a", "b", id="changed"),
+    ],
+)
+def test_a_head_is_measured_again_when_it_may_have_changed(first: Any, second: Any) -> None:
+    conversation = Conversation()
+    conversation.add_user_text("start")
+    for value in (first, first, second):
+        body = conversation.request(
+            model="m", system="s", tools=[{"name": "t", "x": value}], max_tokens=9
+        )
+        assert conversation.summary(body).bytes == _full_summary(body)[2]

@@ -449,3 +449,162 @@ def test_unknown_machine_or_format() -> None:
     with pytest.raises(DiagramError) as error:
         render_diagram("item", "svg")  # type: ignore[arg-type]
     assert_one_line(error, "'svg'", "mermaid or dot")
+
+
+# --- (5) the trace is read line by line --------------------------------------------------------
+
+
+def _visits_read_whole(path: Path) -> tuple[dict[Any, int], dict[Any, int]]:
+    """The reader as it was before it streamed (the whole file as text, then every line), kept
+    as the oracle the streaming reader must agree with."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DiagramError(
+            f"trace {path}: no such file; pass a trace written by orchestrator run --trace"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DiagramError(f"trace {path}: cannot read it: {error}") from None
+    if not text.strip():
+        raise DiagramError(f"trace {path} is empty; a run writes one JSON event per line")
+    lines = text.split("\n")
+    records: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            if number == len(lines):
+                break
+            raise DiagramError(
+                f"trace {path} line {number} is not JSON ({error.msg}); "
+                "pass a trace written by orchestrator run --trace"
+            ) from None
+        if not isinstance(record, dict):
+            raise DiagramError(f"trace {path} line {number} is not a JSON object")
+        records.append((number, record))
+    if not records:
+        raise DiagramError(f"trace {path} has no complete line; its only line is cut short")
+    items: dict[Any, int] = {}
+    loop: dict[Any, int] = {}
+    evidence: list[str] = []
+    for number, record in records:
+        event = record.get("event")
+        if event in ("plan.transition", "loop.transition"):
+            values = [record.get(key) for key in ("src", "trigger", "dst")]
+            if not all(isinstance(value, str) for value in values):
+                raise DiagramError(
+                    f"trace {path} line {number}: {event} needs string src, trigger and dst"
+                )
+            if event == "plan.transition":
+                key = (*values, ())
+                items[key] = items.get(key, 0) + 1
+            else:
+                key = (*values, tuple(evidence))
+                loop[key] = loop.get(key, 0) + 1
+                evidence = []
+        elif event == "audit.reminder":
+            evidence.append("remind")
+    return items, loop
+
+
+def _visits_or_error(read: Any, path: Path) -> Any:
+    try:
+        return read(path)
+    except DiagramError as error:
+        return f"DiagramError: {error}"
+
+
+def _streamed(path: Path) -> Any:
+    from orchestrator.diagram import _read_trace
+
+    item_visits, loop_visits = _read_trace(path)
+    return dict(item_visits.edges), dict(loop_visits.edges)
+
+
+GOLDEN_TRACE = Path(__file__).resolve().parent / "data" / "demo_trace_golden.jsonl"
+
+#: Files the corpus does not make: bad bytes after a bad line (the bytes are named first, as
+#: when the whole file was decoded before any line was read), a bad edge before a bad line (the
+#: line is named first), Windows and old-Mac line ends, and a half line after a lone CR.
+_ODD_TRACES: dict[str, bytes] = {
+    "bad-bytes-after-bad-line": b'{"event":"run.started"}\nnot json\n\xff\xfe\n',
+    "bad-edge-before-bad-line": (
+        b'{"event":"loop.transition","src":1}\n{"event":"run.started"}\nnot json\n'
+    ),
+    "crlf": b'{"event":"loop.transition","src":"idle","trigger":"start","dst":"call_model"}\r\n'
+    b'{"event":"audit.reminder"}\r\n'
+    b'{"event":"loop.transition","src":"audit","trigger":"advance","dst":"call_model"}\r\n',
+    "lone-cr": b'{"event":"loop.transition","src":"idle","trigger":"start","dst":"call_model"}\r'
+    b'{"event": "cut',
+    "bad-last-line-with-cr": b'{"event":"run.started"}\r{"event": \r',
+    "whitespace-only": b" \n\t\r\n",
+    "bad-edge-only": b'{"event":"plan.transition","src":"pending"}\n',
+}
+
+
+def test_the_streamed_trace_gives_what_the_whole_file_gave(tmp_path: Path) -> None:
+    """The golden demo trace, every trace of the replay corpus, and odd files: the same counts,
+    or the same error word for word."""
+    from tests.replay_corpus import apply, mutations
+
+    traces = {"golden": GOLDEN_TRACE.read_bytes(), **_ODD_TRACES}
+    traces.update({f"corpus-{n}": apply(m) for n, m in enumerate(mutations())})
+    differences = []
+    for name, content in traces.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_bytes(content)
+        before, after = (
+            _visits_or_error(_visits_read_whole, path),
+            _visits_or_error(_streamed, path),
+        )
+        if before != after:
+            differences.append((name, before, after))
+    assert not differences
+    assert not isinstance(_streamed(tmp_path / "golden.jsonl"), str)
+    assert "cannot read it" in _visits_or_error(
+        _streamed, tmp_path / "bad-bytes-after-bad-line.jsonl"
+    )
+
+
+def test_the_golden_trace_draws_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator import diagram
+    from orchestrator.diagram import _Visits
+
+    streamed = {fmt: render_diagram("all", fmt, trace=GOLDEN_TRACE) for fmt in ("mermaid", "dot")}
+
+    def read_whole(path: Path) -> tuple[_Visits, _Visits]:
+        items, loop = _visits_read_whole(path)
+        return _Visits(items), _Visits(loop)
+
+    monkeypatch.setattr(diagram, "_read_trace", read_whole)
+    whole = {fmt: render_diagram("all", fmt, trace=GOLDEN_TRACE) for fmt in ("mermaid", "dot")}
+    assert streamed == whole
+    assert "×" in streamed["mermaid"]  # the run's counts are drawn
+
+
+def test_reading_a_trace_keeps_memory_flat_in_its_length(tmp_path: Path) -> None:
+    """Peak Python allocations while counting a 1 MB and a 4 MB trace: the same, and a small
+    part of either (the whole-file reader held the text and every parsed line)."""
+    import tracemalloc
+
+    line = json.dumps(
+        {"event": "tool.result", "output": "x" * 900, "round": 1}, separators=(",", ":")
+    )
+    edge = json.dumps(loop_edge("audit", "advance", "call_model"))
+    peaks = {}
+    for megabytes in (1, 4):
+        path = tmp_path / f"{megabytes}.jsonl"
+        with path.open("w", encoding="utf-8") as out:
+            for _ in range(megabytes * 1000):
+                out.write(line + "\n" + edge + "\n")
+        tracemalloc.start()
+        try:
+            _item_visits, loop_visits = _streamed(path)
+            peaks[megabytes] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert sum(loop_visits.values()) == megabytes * 1000
+    assert peaks[4] < 200_000, peaks
+    assert peaks[4] < 2 * peaks[1] + 50_000, peaks

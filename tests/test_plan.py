@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -40,7 +41,7 @@ from orchestrator.plan import (
     items_from_dicts,
     render_items,
 )
-from orchestrator.protocols import Plan, PlanRecord, Tool, ToolError, ToolResult
+from orchestrator.protocols import JSONObject, Plan, PlanRecord, Tool, ToolError, ToolResult
 from orchestrator.tools import ToolRegistry
 
 PENDING, IN_PROGRESS = Status.PENDING, Status.IN_PROGRESS
@@ -1059,6 +1060,61 @@ def test_a_long_chain_is_checked_without_recursion() -> None:
     items[0]["blocked_by"] = ["2999"]
     with pytest.raises(DependencyCycleError):
         board.apply({"items": items})
+
+
+# --- what an update costs ----------------------------------------------------------------------
+
+
+def _moving_rewrite(size: int, active: int) -> JSONObject:
+    """A full rewrite of ``size`` items: those before ``active`` completed, ``active`` started."""
+
+    def status(n: int) -> str:
+        return "completed" if n < active else "in_progress" if n == active else "pending"
+
+    return {"items": [todo(str(n), status(n), f"Step {n}") for n in range(1, size + 1)]}
+
+
+def test_a_full_rewrite_reuses_the_views_of_the_items_it_does_not_change() -> None:
+    board = PlanBoard(limit=50)
+    before = board.apply(_moving_rewrite(50, 1))
+    after = board.apply(_moving_rewrite(50, 2))
+    assert [item.status for item in after.items[:3]] == [COMPLETED, IN_PROGRESS, PENDING]
+    pairs = zip(before.items, after.items, strict=True)
+    changed = [n for n, (old, new) in enumerate(pairs) if old is not new]
+    assert changed == [0, 1]
+    assert board.items == after.items  # the record and the board hand out the same views
+    renamed = board.apply({"items": [{"id": "3", "text": "Step three"}], "merge": True})
+    assert renamed.items[2] == PlanItem("3", "Step three", PENDING)
+
+
+def test_a_large_update_makes_garbage_in_proportion_to_the_board_not_more() -> None:
+    """A young collection walks every container made since the last one, so an update that
+    keeps many temporaries alive pays for them again and again: that was the superlinear cost
+    past 500 items. With the interpreter's default threshold (700 new objects), moving one item
+    of a 1,000-item board used to trigger about four young collections; now at most one or so.
+    """
+    size, updates = 1000, 10
+    board = PlanBoard(limit=size)
+    board.apply(_moving_rewrite(size, 1))
+    payloads = [_moving_rewrite(size, active) for active in range(2, updates + 2)]
+    collections: list[int] = []
+
+    def count(phase: str, info: Mapping[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    gc.set_threshold(700, 10, 10)
+    gc.callbacks.append(count)
+    try:
+        for payload in payloads:
+            board.apply(payload)
+    finally:
+        gc.callbacks.remove(count)
+        gc.set_threshold(*threshold)
+    assert board.progress == (updates, size)
+    assert len(collections) <= 1.5 * updates, collections
 
 
 # --- input in the peers' spellings -------------------------------------------------------------

@@ -184,6 +184,10 @@ def _trace(sizes: Sizes, workdir: Path) -> Found:
     return _floors.trace_vs_floor(sizes.trace_rounds, sizes.trace_repeats, workdir)
 
 
+def _todo_round(sizes: Sizes, workdir: Path) -> Found:
+    return _floors.todo_round_cost(sizes.trace_rounds, sizes.trace_repeats, workdir)
+
+
 # --- plan_update_us_* and plan_scaling_exponent -----------------------------------------------
 
 
@@ -542,6 +546,7 @@ MEASURES = (
     _round_cost_growth,
     _live_view,
     _trace,
+    _todo_round,
     _plan_scaling,
     measure_plan_dependencies,
     _machine_sharing,

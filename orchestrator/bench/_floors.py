@@ -35,6 +35,7 @@ from orchestrator.bench._workload import (
     clock,
     our_loop,
     run_ours,
+    run_ours_untraced,
     session_script,
 )
 from orchestrator.console import LiveView
@@ -253,6 +254,40 @@ def trace_vs_floor(rounds: int, repeats: int, workdir: Path) -> Found:
                 f"{events} events of a {rounds}-round session: the trace "
                 f"{us(statistics.median(trace_times) / events):g} us/event, the floor "
                 f"{us(statistics.median(floor_times) / events):g} us/event"
+            )
+        },
+    )
+
+
+# --- todo_round_us ------------------------------------------------------------------------------
+
+
+def todo_round_cost(rounds: int, repeats: int, workdir: Path) -> Found:
+    """Our CPU per todo round (a 10-item plan update that moves one item), and the trace's part.
+
+    A todo round writes the plan three ways (the call's input, ``plan.updated``, the result's
+    text), so it is where the items' serialisation shows; informational, no goal.
+    """
+    script = session_script(rounds, todo_only=True)
+    path = workdir / "todo.jsonl"
+
+    def traced() -> float:
+        seconds, _ = run_ours(script, path, rounds=rounds)
+        return seconds / rounds
+
+    def untraced() -> float:
+        return run_ours_untraced(script, rounds=rounds) / rounds
+
+    with_trace, without = alternate(traced, untraced, repeats)
+    per_round = statistics.median(with_trace)
+    trace_part = statistics.median(w - b for w, b in zip(with_trace, without, strict=True))
+    return (
+        {"todo_round_us": us(per_round), "todo_round_trace_us": us(max(0.0, trace_part))},
+        {},
+        {
+            "todo round": (
+                f"{rounds} rounds, each a full rewrite of a 10-item plan moving one item: "
+                f"{us(per_round):g} us/round, of which the trace {us(trace_part):g} us"
             )
         },
     )

@@ -66,6 +66,8 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("round_cost_growth", "our CPU per round at 400 rounds / at 50"),
     ("live_view_vs_harness", "what the live view adds per round / the harness's round"),
     ("trace_vs_floor", "the trace's CPU per event / orjson + os.write of the line"),
+    ("todo_round_us", "our CPU per todo round, 10 items, trace on (us)"),
+    ("todo_round_trace_us", "the trace's part of that todo round (us)"),
     ("replay_peak_rss_mb_10k", "MiB peak RSS of replay --check, 10k-round trace"),
     ("replay_peak_rss_mb_40k", "the same, 40k-round trace"),
     ("replay_vs_parse_ratio", "replay --check time / json.loads of every line"),
