@@ -9,10 +9,12 @@ those tests skip with the reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -156,6 +158,24 @@ def _require(controller: str | None = None) -> Controllers:
     return found
 
 
+@contextlib.contextmanager
+def _started_in(group: CallGroup, argv: list[str]) -> Iterator[subprocess.Popen[bytes]]:
+    """``argv`` running in ``group``; afterwards, whatever happened, emptied and removed."""
+    process = subprocess.Popen(launcher(argv, Limits(), group), start_new_session=True)
+    try:
+        yield process
+    finally:
+        cgroups.kill_members(group)
+        process.wait(10)
+        cgroups.remove(group)
+
+
+def _assert_emptied(group: CallGroup, process: subprocess.Popen[bytes]) -> None:
+    cgroups.kill_members(group)
+    assert cgroups.members(group) == set()
+    assert process.wait(10) == -9
+
+
 def _run_in(group: CallGroup, argv: list[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         launcher(argv, Limits(), group), capture_output=True, text=True, timeout=60, check=False
@@ -228,20 +248,10 @@ def test_kill_members_ends_a_forking_loop_within_its_cap() -> None:
     found = _require("pids")
     group = cgroups.create_call_group(found, max_processes=12, max_memory_bytes=256 << 20)
     assert group is not None
-    process = subprocess.Popen(
-        launcher(["bash", "-c", "while :; do sleep 30 & done 2>/dev/null"], Limits(), group),
-        start_new_session=True,
-    )
-    try:
+    with _started_in(group, ["bash", "-c", "while :; do sleep 30 & done 2>/dev/null"]) as process:
         time.sleep(0.5)
         assert len(cgroups.members(group)) <= 12
-        cgroups.kill_members(group)
-        assert cgroups.members(group) == set()
-        assert process.wait(10) == -9
-    finally:
-        cgroups.kill_members(group)
-        process.wait(10)
-        cgroups.remove(group)
+        _assert_emptied(group, process)
 
 
 def test_groups_a_killed_harness_left_are_emptied_and_removed_by_the_next() -> None:
@@ -280,20 +290,10 @@ def test_a_v2_group_without_controllers_still_gives_membership_and_cgroup_kill()
     assert hierarchy.kills_at_once
     group = cgroups.create_call_group(found, max_processes=8, max_memory_bytes=64 << 20)
     assert group is not None and group.killer is not None
-    process = subprocess.Popen(
-        launcher(["bash", "-c", "setsid sleep 60 & setsid sleep 60 & wait"], Limits(), group),
-        start_new_session=True,
-    )
-    try:
+    with _started_in(group, ["bash", "-c", "setsid sleep 60 & setsid sleep 60 & wait"]) as process:
         deadline = time.monotonic() + 10
         while len(cgroups.members(group)) < 3 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert len(cgroups.members(group)) == 3
-        cgroups.kill_members(group)
-        assert cgroups.members(group) == set()
-        assert process.wait(10) == -9
-    finally:
-        cgroups.kill_members(group)
-        process.wait(10)
-        cgroups.remove(group)
+        _assert_emptied(group, process)
     assert not any(directory.exists() for directory in group.directories)
