@@ -258,7 +258,14 @@ def test_groups_a_killed_harness_left_are_emptied_and_removed_by_the_next() -> N
     found = _require()
     dead = subprocess.Popen(["true"])  # once reaped, its pid stands for a harness that died
     dead.wait()
-    left = CallGroup(tuple(h.parent / f"orchestrator-{dead.pid}-1" for h in found.hierarchies))
+    ours = cgroups.group_name(1).split("-")[2]  # this pid namespace
+    left = CallGroup(
+        tuple(h.parent / f"orchestrator-{dead.pid}-{ours}-1" for h in found.hierarchies)
+    )
+    # The same dead pid in another pid namespace may be a live harness there: never swept.
+    elsewhere = tuple(h.parent / f"orchestrator-{dead.pid}-1-1" for h in found.hierarchies)
+    for directory in elsewhere:
+        directory.mkdir()
     for directory in left.directories:
         directory.mkdir()
     survivor = subprocess.Popen(launcher(["sleep", "60"], Limits(), left), start_new_session=True)
@@ -267,8 +274,9 @@ def test_groups_a_killed_harness_left_are_emptied_and_removed_by_the_next() -> N
         while survivor.pid not in cgroups.members(left) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert survivor.pid in cgroups.members(left)
-        swept = cgroups.abandoned_groups(found)
-        assert set(left.directories) <= {d for group in swept for d in group.directories}
+        swept = {d for group in cgroups.abandoned_groups(found) for d in group.directories}
+        assert set(left.directories) <= swept
+        assert not set(elsewhere) & swept
         cgroups.available.cache_clear()
         cgroups.available()
         assert survivor.wait(10) == -9
@@ -277,6 +285,7 @@ def test_groups_a_killed_harness_left_are_emptied_and_removed_by_the_next() -> N
         cgroups.kill_members(left)
         survivor.wait(10)
         cgroups.remove(left)
+        cgroups.remove(CallGroup(elsewhere))
 
 
 def test_a_v2_group_without_controllers_still_gives_membership_and_cgroup_kill() -> None:

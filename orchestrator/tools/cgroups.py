@@ -1,8 +1,8 @@
 """Per-call control groups: a process and memory cap that holds for root, and a kill by membership.
 
 The kernel does not hold root to ``RLIMIT_NPROC``, and ``RLIMIT_DATA`` bounds one process, not a
-command's whole tree, so each bash call gets its own group (``orchestrator-<pid>-<n>``) beneath
-the harness's own group in every writable hierarchy: ``pids.max`` and the memory cap (v2
+command's whole tree, so each bash call gets its own group (:func:`group_name`) beneath the
+harness's own group in every writable hierarchy: ``pids.max`` and the memory cap (v2
 ``memory.max``, v1 ``memory.limit_in_bytes``) bound the call, and afterwards every member is
 killed (v2 ``cgroup.kill``; else ``cgroup.procs`` read and SIGKILLed until empty, a race that
 ``pids.max`` bounds) and the group removed. A double fork or ``setsid`` leaves the process tree
@@ -167,7 +167,7 @@ def usable_hierarchies(candidates: Iterable[Hierarchy]) -> Controllers:
 def _probe(hierarchy: Hierarchy) -> Hierarchy | None:
     if hierarchy.version == 2:
         hierarchy = attrs.evolve(hierarchy, controllers=_delegated(hierarchy))
-    probe = hierarchy.parent / f"orchestrator-{os.getpid()}-probe-{next(_serial)}"
+    probe = hierarchy.parent / group_name(f"probe-{next(_serial)}")
     try:
         probe.mkdir()
     except OSError:
@@ -242,9 +242,28 @@ def abandoned_groups(controllers: Controllers) -> list[CallGroup]:
     return found
 
 
+def group_name(label: object) -> str:
+    """``orchestrator-<pid>-<pid namespace>-<label>``: whose group it is, in which namespace.
+
+    The pid means something only in its own pid namespace: a harness in another container that
+    shares the hierarchy would take a live harness's pid for a dead one's, and sweep its group.
+    """
+    return f"orchestrator-{os.getpid()}-{_pid_namespace()}-{label}"
+
+
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 def _owner(name: str) -> int | None:
+    """The harness pid a group name gives, when the group is of this pid namespace."""
     parts = name.split("-")
-    if len(parts) < 3 or parts[0] != "orchestrator" or not parts[1].isdigit():
+    if len(parts) < 4 or parts[0] != "orchestrator" or not parts[1].isdigit():
+        return None
+    if parts[2] != str(_pid_namespace()):
         return None
     return int(parts[1])
 
@@ -267,7 +286,7 @@ def create_call_group(
     A hierarchy that refuses (its group removed meanwhile, out of descendants) is left out; the
     call still gets the others.
     """
-    name = f"orchestrator-{os.getpid()}-{next(_serial)}"
+    name = group_name(next(_serial))
     made: list[Path] = []
     killer: Path | None = None
     for hierarchy in controllers.hierarchies:
