@@ -410,6 +410,24 @@ _READ_ENVIRON = (
     "for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $e; done 2>/dev/null"
 )
 
+# Mounts a control-group hierarchy (argv[1], v1; else v2) in a user namespace of its own and
+# writes "max" into the first of the limit files named after it that it finds: the call's own
+# cap, since the mount is rooted at the group the command is in.
+_LIFT_CAP = (
+    "import ctypes, os, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.unshare(0x10000000 | 0x20000 | 0x02000000)\n"
+    "os.makedirs('/tmp/cg', exist_ok=True)\n"
+    "if libc.mount(b'none', b'/tmp/cg', b'cgroup', 0, sys.argv[1].encode()) != 0:\n"
+    "    libc.mount(b'none', b'/tmp/cg', b'cgroup2', 0, None)\n"
+    "for name in sys.argv[2:]:\n"
+    "    try:\n"
+    "        open('/tmp/cg/' + name, 'w').write('-1' if 'limit' in name else 'max')\n"
+    "        print('lifted', name)\n"
+    "    except OSError as error:\n"
+    "        print(error)\n"
+)
+
 ATTACKS = [
     # Writes outside the work directory.
     Attack(
@@ -664,6 +682,47 @@ ATTACKS = [
             _finished_cleanly(outcome)
             and any(b"hog status 137" in body for body in outcome.bodies)
             and not any(b"MemoryError" in body for body in outcome.bodies)
+        ),
+        flags=("--max-memory", "128"),
+        needs="memory",
+    ),
+    Attack(
+        "nested-userns-lifts-process-cap",
+        "resources",
+        BWRAP,
+        # A user namespace made inside gives CAP_SYS_ADMIN there: enough to mount the pids
+        # hierarchy rooted at the call's own group and, as root, rewrite its pids.max.
+        lambda s: [
+            _bash(
+                f"python3 - pids pids.max <<'EOF'\n{_LIFT_CAP}EOF\n"
+                "bomb() { echo x >> bomb.log; bomb & bomb & wait; }; bomb",
+                timeout=3,
+            )
+        ],
+        lambda scene, outcome: (
+            _finished_cleanly(outcome)
+            and 3 <= _lines(scene.work / "bomb.log") <= BOMB_CAP
+            and _survivors(scene) == []
+        ),
+        flags=("--max-processes", str(BOMB_CAP)),
+        needs="pids",
+    ),
+    Attack(
+        "nested-userns-lifts-memory-cap",
+        "resources",
+        BWRAP,
+        lambda s: [
+            _bash(
+                f"python3 - memory memory.memsw.limit_in_bytes memory.limit_in_bytes memory.max "
+                f"<<'EOF'\n{_LIFT_CAP}EOF\n"
+                'for i in 1 2 3 4; do python3 -c \'import time; b = b"x" * (48 << 20); '
+                "time.sleep(1)' & done; "
+                'for p in $(jobs -p); do wait $p; echo "hog status $?"; done'
+            )
+        ],
+        lambda scene, outcome: (
+            _finished_cleanly(outcome)
+            and any(b"hog status 137" in body for body in outcome.bodies)
         ),
         flags=("--max-memory", "128"),
         needs="memory",

