@@ -721,8 +721,7 @@ ATTACKS = [
             )
         ],
         lambda scene, outcome: (
-            _finished_cleanly(outcome)
-            and any(b"hog status 137" in body for body in outcome.bodies)
+            _finished_cleanly(outcome) and any(b"hog status 137" in body for body in outcome.bodies)
         ),
         flags=("--max-memory", "128"),
         needs="memory",
