@@ -288,6 +288,29 @@ def test_groups_a_killed_harness_left_are_emptied_and_removed_by_the_next() -> N
         cgroups.remove(CallGroup(elsewhere))
 
 
+def test_a_group_named_for_no_possible_pid_is_passed_over_by_the_sweep() -> None:
+    found = _require()
+    ours = cgroups.group_name(1).split("-")[2]
+    # Whoever can write the hierarchy (a root command outside bwrap) can leave these behind;
+    # the next harness must neither raise on them nor take them for its own.
+    crafted = CallGroup(
+        tuple(
+            h.parent / f"orchestrator-{pid}-{ours}-1"
+            for h in found.hierarchies
+            for pid in ("9" * 30, "\u00b2", "\u0663", "0", str(1 << 23))
+        )
+    )
+    for directory in crafted.directories:
+        directory.mkdir()
+    try:
+        swept = {d for group in cgroups.abandoned_groups(found) for d in group.directories}
+        assert not set(crafted.directories) & swept
+        cgroups.available.cache_clear()
+        assert cgroups.available().usable
+    finally:
+        cgroups.remove(crafted)
+
+
 def test_a_v2_group_without_controllers_still_gives_membership_and_cgroup_kill() -> None:
     mounts = Path("/proc/self/mounts").read_text(encoding="utf-8")
     membership = Path("/proc/self/cgroup").read_text(encoding="utf-8")

@@ -22,6 +22,7 @@ import errno
 import functools
 import itertools
 import os
+import re
 import signal
 import time
 from collections.abc import Iterable, Iterator
@@ -37,6 +38,9 @@ _REMOVE_SECONDS = 1.0
 # namespaces is the slow one), so waits start short and double up to a bound.
 _FIRST_PAUSE = 0.0001
 _LONGEST_PAUSE = 0.005
+_PID = re.compile(r"[0-9]{1,8}")
+# The kernel's bound on /proc/sys/kernel/pid_max (PID_MAX_LIMIT on 64-bit).
+_PID_MAX_LIMIT = 1 << 22
 # Numbers call groups within this process; next() on a count is atomic under the GIL, so
 # commands run from several threads (eval --jobs) never share a name.
 _serial = itertools.count(1)
@@ -261,11 +265,15 @@ def _pid_namespace() -> int:
 def _owner(name: str) -> int | None:
     """The harness pid a group name gives, when the group is of this pid namespace."""
     parts = name.split("-")
-    if len(parts) < 4 or parts[0] != "orchestrator" or not parts[1].isdigit():
+    # Anyone who may write the hierarchy may make a directory of any name, and str.isdigit()
+    # takes "²" (which int() refuses) and 10**30 (which os.kill() cannot take): only a number
+    # a pid can be is read as one, or the sweep raises on every harness after.
+    if len(parts) < 4 or parts[0] != "orchestrator" or not _PID.fullmatch(parts[1]):
         return None
     if parts[2] != str(_pid_namespace()):
         return None
-    return int(parts[1])
+    pid = int(parts[1])
+    return pid if 0 < pid <= _PID_MAX_LIMIT else None
 
 
 def _running(pid: int) -> bool:
