@@ -8,6 +8,7 @@ file is ``config.toml`` in the per-user config directory (``platformdirs``; on L
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -412,15 +413,31 @@ _NOT_IN_FILE: Mapping[str, str] = {
 }
 
 
-def widens(name: str, value: object) -> bool:
-    """Whether a project file's value moves the key, widens the sandbox or asks less (trust)."""
-    if name == "sandbox":
-        return value in ("workdir", "none")
-    if name == "approval":
-        # Fewer questions at a terminal, and without one bash and writes that ``ask`` refuses.
-        return value in ("edits", "auto")
+# From the narrowest: ``auto`` may fall back to ``workdir`` where ``bwrap`` would refuse to start,
+# and each approval mode asks about less than the one before (``ask`` refuses without a terminal
+# what ``edits`` and ``auto`` let through).
+_WIDER: Mapping[str, tuple[str, ...]] = {
+    "sandbox": ("bwrap", "auto", "workdir", "none"),
+    "approval": ("deny", "ask", "edits", "auto"),
+}
+_NO_VALUE = object()
+
+
+def widens(name: str, value: object, baseline: object = _NO_VALUE) -> bool:
+    """Whether a project file's value moves the key, widens the sandbox or asks less (trust).
+
+    ``baseline`` is what the setting would be without the project file (the user's own file,
+    else the default): a repo may narrow the user's choice, never widen it.
+    """
+    if baseline is _NO_VALUE:
+        baseline = _BY_NAME[name].default
+    if name in _WIDER:
+        order = _WIDER[name]
+        return value in order and (
+            baseline not in order or order.index(value) > order.index(baseline)
+        )
     if name in ("max_processes", "max_memory"):
-        return isinstance(value, int) and value > _BY_NAME[name].default
+        return isinstance(value, int) and isinstance(baseline, int) and value > baseline
     return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
 
 
@@ -510,6 +527,9 @@ def load_config(
     user_values, user_name = _read_file(user_config_path(env)) if user_file else ({}, "")
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    # What each setting the project file sets would be without it: the user's file, else the
+    # default (flags and variables win over the file, so they never reach this).
+    baselines: dict[str, Any] = {}
     for setting in SETTINGS:
         candidates: list[tuple[str, object]] = []
         flag = (flags or {}).get(setting.name)
@@ -524,6 +544,11 @@ def load_config(
             values[setting.name], sources[setting.name] = setting.default, "default"
             continue
         source, raw = candidates[0]
+        if source.startswith(file_name):
+            baselines[setting.name] = setting.default
+            if setting.name in user_values:
+                with contextlib.suppress(ValueError):  # a value of the user's it cannot read: unset
+                    baselines[setting.name] = setting.parse(user_values[setting.name])
         try:
             values[setting.name] = setting.parse(raw)
         except ValueError as error:
@@ -536,7 +561,7 @@ def load_config(
     untrusted = [
         name
         for name, source in sources.items()
-        if source.startswith(file_name) and widens(name, values[name])
+        if name in baselines and widens(name, values[name], baselines[name])
     ]
     if untrusted and not trusted:
         raise UntrustedConfig(workdir / CONFIG_FILE, untrusted)

@@ -144,6 +144,33 @@ def test_narrowing_settings_need_no_trust(clone: Path) -> None:
     assert not widens("sandbox", "auto")
 
 
+@pytest.mark.parametrize(
+    ("mine", "theirs"),
+    [
+        ("max_processes = 100", "max_processes = 1000"),
+        ("max_memory = 1024", "max_memory = 4096"),
+        ('sandbox = "bwrap"', 'sandbox = "auto"'),
+        ('approval = "deny"', 'approval = "ask"'),
+    ],
+)
+def test_a_project_file_may_not_widen_the_users_own_setting(
+    clone: Path, tmp_path: Path, mine: str, theirs: str
+) -> None:
+    # Below the default, yet above what the user chose for every folder.
+    mine_dir = tmp_path / "mine"
+    mine_dir.mkdir()
+    (mine_dir / "config.toml").write_text(mine + "\n", "utf-8")
+    (clone / "orchestrator.toml").write_text(theirs + "\n", "utf-8")
+    env = {"ORCHESTRATOR_CONFIG_DIR": str(mine_dir)}
+    with pytest.raises(UntrustedConfig):
+        load_config(clone, env=env, trusted=False)
+    # The user's own value, set again by the repo, widens nothing.
+    (clone / "orchestrator.toml").write_text(mine + "\n", "utf-8")
+    name = mine.partition(" = ")[0]
+    config = load_config(clone, env=env, trusted=False)
+    assert config.sources[name].startswith(str(clone / "orchestrator.toml"))
+
+
 def test_the_environment_and_flags_are_the_users_own(clone: Path) -> None:
     config = load_config(
         clone, {"allow_network": True}, env={"ANTHROPIC_BASE_URL": "http://x"}, trusted=False
