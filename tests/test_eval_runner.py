@@ -18,6 +18,7 @@ import pytest
 from orchestrator.eval.arms import parse_arm
 from orchestrator.eval.runner import (
     BoundedModel,
+    Harness,
     Limits,
     ModelChoice,
     RunAborted,
@@ -267,3 +268,23 @@ def test_the_time_bound_and_the_stop_flag_end_a_run_before_the_next_call() -> No
 def test_an_unknown_model_kind_is_refused_naming_it() -> None:
     with pytest.raises(ValueError, match="kind must be one of api, forgetful, diligent, got 'gpt'"):
         ModelChoice("gpt", "x")
+
+
+def test_the_bash_caps_set_for_an_eval_hold_in_its_runs(tmp_path: Path) -> None:
+    turns = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "ulimit -u; ulimit -d"}}]},
+        {"text": "Done."},
+    ]
+    script = parse_script({"name": "caps", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        choice = ModelChoice(
+            "api", "claude-test", base_url=server.base_url, api_key="test-key", max_retries=0
+        )
+        harness = Harness(sandbox="workdir", max_processes=37, max_memory=99)
+        spec = RunSpec(
+            TASK, parse_arm("no-board"), 0, choice, str(tmp_path / "t.jsonl"), harness=harness
+        )
+        execute_run(spec)
+        requests = server.requests
+    result = requests[1]["messages"][-1]["content"][0]["content"]
+    assert result.split() == ["37", str(99 << 10)], result

@@ -157,6 +157,8 @@ def run_command(
         plan_limit=config.plan_limit,
         sandbox=config.sandbox,
         deny_bash=config.deny_bash,
+        max_processes=config.max_processes,
+        max_memory=config.max_memory,
     )
     store = ResultsStore(out)
     manifest: JSONObject = {

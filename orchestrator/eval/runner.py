@@ -39,6 +39,7 @@ from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
 from orchestrator.protocols import JSONObject, Model, ModelError, ModelTurn
 from orchestrator.tools import ToolRegistry, Workdir, scrub_environment, standard_tools
+from orchestrator.tools.sandbox import Limits as SandboxLimits
 from orchestrator.tools.sandbox import SandboxPolicy, choose_sandbox
 from orchestrator.trace import open_trace, secrets_from_environment
 
@@ -110,6 +111,9 @@ class Harness:
     plan_limit: int = 20
     sandbox: str = "auto"
     deny_bash: bool = False
+    #: The caps on each bash command, as the settings of the same names (memory in MiB).
+    max_processes: int = SandboxLimits().max_processes
+    max_memory: int = SandboxLimits().max_memory_bytes >> 20
 
 
 @attrs.frozen
@@ -446,7 +450,10 @@ def _model_for(spec: RunSpec) -> Model:
 def _registry(spec: RunSpec, workdir: Path, board: PlanBoard) -> ToolRegistry:
     harness = spec.harness
     # auto falls back to workdir quietly here; `eval` refuses an unusable bwrap up front.
-    sandbox = choose_sandbox(harness.sandbox, SandboxPolicy(workdir)).sandbox
+    limits = SandboxLimits(
+        max_processes=harness.max_processes, max_memory_bytes=harness.max_memory << 20
+    )
+    sandbox = choose_sandbox(harness.sandbox, SandboxPolicy(workdir, limits=limits)).sandbox
     root = Workdir(workdir, confined=sandbox.confined)
     tools = standard_tools(root, bash=not harness.deny_bash, sandbox=sandbox)
     if spec.arm.board:
