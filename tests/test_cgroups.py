@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -309,6 +311,48 @@ def test_a_group_named_for_no_possible_pid_is_passed_over_by_the_sweep() -> None
         assert cgroups.available().usable
     finally:
         cgroups.remove(crafted)
+
+
+def test_a_mount_point_that_is_not_utf8_leaves_bash_and_the_group_probe_working(
+    tmp_path: Path,
+) -> None:
+    unshare = shutil.which("unshare")
+    if os.geteuid() != 0 or unshare is None:
+        pytest.skip("needs root and unshare(1) to mount in a private mount namespace")
+    odd = os.fsencode(tmp_path) + b"/label-\xff"
+    os.mkdir(odd)
+    # A mount namespace of its own, so the rest of the machine never sees the mount.
+    check = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from orchestrator.tools import Workdir\n"
+        "from orchestrator.tools.bash import BashTool\n"
+        "from orchestrator.tools.cgroups import available\n"
+        "print(available().describe())\n"
+        "print(BashTool(Workdir(Path(sys.argv[1]))).run({'command': 'echo ran'}).text.strip())\n"
+    )
+    done = subprocess.run(
+        [
+            unshare,
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount -t tmpfs none "$1" && exec "$2" -c "$3" "$4"',
+            "mount",
+            odd,
+            sys.executable,
+            check,
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "ran"
 
 
 def test_a_v2_group_without_controllers_still_gives_membership_and_cgroup_kill() -> None:

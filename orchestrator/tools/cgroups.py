@@ -220,8 +220,10 @@ def available() -> Controllers:
     on the way: SIGKILL gives the harness no chance to, and outside bwrap nothing else would.
     """
     try:
-        mounts = Path("/proc/self/mounts").read_text(encoding="utf-8")
-        membership = Path("/proc/self/cgroup").read_text(encoding="utf-8")
+        # Paths are bytes: one mount point, or a group name, that is not UTF-8 (a drive's
+        # label, a directory a root command made) must not fail every bash call after.
+        mounts = Path("/proc/self/mounts").read_text(encoding="utf-8", errors="surrogateescape")
+        membership = Path("/proc/self/cgroup").read_text(encoding="utf-8", errors="surrogateescape")
     except OSError:
         return Controllers()
     found = usable_hierarchies(parse_hierarchies(mounts, membership))
