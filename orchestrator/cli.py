@@ -764,32 +764,17 @@ class _Session:
         limits = _limits(self.model, config)
         settings = self.settings
         if settings is not None:  # resumed: the trace's settings, as resume's flags amend them
-            settings = attrs.evolve(
-                settings,
-                model=config.model,
-                max_tokens=config.max_tokens,
-                reminder_threshold=config.reminder_threshold,
-                thinking=config.thinking,
-                effort=config.effort,
-                context_window=limits.max_input_tokens,
-                compaction=_compaction_mode(limits, config),
-            )
+            settings = attrs.evolve(settings, **_model_settings(config, limits))
         else:
             instructions = load_instructions(options.workdir)
             if instructions.files:
                 say(f"project instructions: {', '.join(instructions.files)}")
             settings = LoopSettings(
-                model=config.model,
                 system=instructions.system_prompt(DEFAULT_SYSTEM.format(workdir=options.workdir)),
-                max_tokens=config.max_tokens,
                 max_rounds=config.max_rounds,
-                reminder_threshold=config.reminder_threshold,
                 trace_requests=options.trace_requests,
                 workdir=str(options.workdir),
-                context_window=limits.max_input_tokens,
-                compaction=_compaction_mode(limits, config),
-                thinking=config.thinking,
-                effort=config.effort,
+                **_model_settings(config, limits),
             )
         path = options.trace
         try:
@@ -942,6 +927,19 @@ class _Session:
             tools.append(ListFilesTool(workdir))  # without bash, the one way to look around
         policy = None if config.approval == "auto" else self.approval
         return ToolRegistry(tools, approver=policy, secrets=tuple(secrets))
+
+
+def _model_settings(config: Config, limits: ModelLimits) -> dict[str, Any]:
+    """The loop settings that come from the configuration and the model's limits."""
+    return {
+        "model": config.model,
+        "max_tokens": config.max_tokens,
+        "reminder_threshold": config.reminder_threshold,
+        "thinking": config.thinking,
+        "effort": config.effort,
+        "context_window": limits.max_input_tokens,
+        "compaction": _compaction_mode(limits, config),
+    }
 
 
 def _secret_values(config: Config) -> list[str]:
