@@ -428,6 +428,28 @@ _LIFT_CAP = (
     "        print(error)\n"
 )
 
+# Every process logs once and waits for its two children: what ran is what was alive.
+_WAITING_BOMB = "bomb() { echo x >> bomb.log; bomb & bomb & wait; }; bomb"
+# Each hog fits under the per-process RLIMIT_DATA; together they pass a 128 MiB cap.
+_HOGS = (
+    'for i in 1 2 3 4; do python3 -c \'import time; b = b"x" * (48 << 20); '
+    "time.sleep(1)' & done; "
+    'for p in $(jobs -p); do wait $p; echo "hog status $?"; done'
+)
+
+
+def _bomb_held(scene: Scene, outcome: Outcome) -> bool:
+    return (
+        _finished_cleanly(outcome)
+        and 3 <= _lines(scene.work / "bomb.log") <= BOMB_CAP
+        and _survivors(scene) == []
+    )
+
+
+def _hogs_killed(scene: Scene, outcome: Outcome) -> bool:
+    return _finished_cleanly(outcome) and any(b"hog status 137" in body for body in outcome.bodies)
+
+
 ATTACKS = [
     # Writes outside the work directory.
     Attack(
@@ -636,12 +658,8 @@ ATTACKS = [
         "resources",
         BOTH,
         # Every process logs once and waits for its two children: what ran is what was alive.
-        lambda s: [_bash("bomb() { echo x >> bomb.log; bomb & bomb & wait; }; bomb", timeout=3)],
-        lambda scene, outcome: (
-            _finished_cleanly(outcome)
-            and 3 <= _lines(scene.work / "bomb.log") <= BOMB_CAP
-            and _survivors(scene) == []
-        ),
+        lambda s: [_bash(_WAITING_BOMB, timeout=3)],
+        _bomb_held,
         flags=("--max-processes", str(BOMB_CAP)),
         needs="pids",
     ),
@@ -671,16 +689,9 @@ ATTACKS = [
         "resources",
         BOTH,
         # Each hog fits under the per-process RLIMIT_DATA; together they pass the call's cap.
-        lambda s: [
-            _bash(
-                'for i in 1 2 3 4; do python3 -c \'import time; b = b"x" * (48 << 20); '
-                "time.sleep(1)' & done; "
-                'for p in $(jobs -p); do wait $p; echo "hog status $?"; done'
-            )
-        ],
+        lambda s: [_bash(_HOGS)],
         lambda scene, outcome: (
-            _finished_cleanly(outcome)
-            and any(b"hog status 137" in body for body in outcome.bodies)
+            _hogs_killed(scene, outcome)
             and not any(b"MemoryError" in body for body in outcome.bodies)
         ),
         flags=("--max-memory", "128"),
@@ -692,18 +703,8 @@ ATTACKS = [
         BWRAP,
         # A user namespace made inside gives CAP_SYS_ADMIN there: enough to mount the pids
         # hierarchy rooted at the call's own group and, as root, rewrite its pids.max.
-        lambda s: [
-            _bash(
-                f"python3 - pids pids.max <<'EOF'\n{_LIFT_CAP}EOF\n"
-                "bomb() { echo x >> bomb.log; bomb & bomb & wait; }; bomb",
-                timeout=3,
-            )
-        ],
-        lambda scene, outcome: (
-            _finished_cleanly(outcome)
-            and 3 <= _lines(scene.work / "bomb.log") <= BOMB_CAP
-            and _survivors(scene) == []
-        ),
+        lambda s: [_bash(f"python3 - pids pids.max <<'EOF'\n{_LIFT_CAP}EOF\n{_WAITING_BOMB}", 3)],
+        _bomb_held,
         flags=("--max-processes", str(BOMB_CAP)),
         needs="pids",
     ),
@@ -714,15 +715,10 @@ ATTACKS = [
         lambda s: [
             _bash(
                 f"python3 - memory memory.memsw.limit_in_bytes memory.limit_in_bytes memory.max "
-                f"<<'EOF'\n{_LIFT_CAP}EOF\n"
-                'for i in 1 2 3 4; do python3 -c \'import time; b = b"x" * (48 << 20); '
-                "time.sleep(1)' & done; "
-                'for p in $(jobs -p); do wait $p; echo "hog status $?"; done'
+                f"<<'EOF'\n{_LIFT_CAP}EOF\n{_HOGS}"
             )
         ],
-        lambda scene, outcome: (
-            _finished_cleanly(outcome) and any(b"hog status 137" in body for body in outcome.bodies)
-        ),
+        _hogs_killed,
         flags=("--max-memory", "128"),
         needs="memory",
     ),
