@@ -243,10 +243,13 @@ def _trusted_config(workdir: Path, flags: Mapping[str, Any], *, trust: bool) -> 
         try:
             return load_config(workdir, flags, trusted=trust or store.trusts(workdir))
         except UntrustedConfig as error:
+            changed = store.changed_since_trusted(workdir)
             if not sys.stdin.isatty():
-                raise InputError(str(error)) from None
+                since = " (it changed since the folder was trusted)" if changed else ""
+                raise InputError(f"{error}{since}") from None
             question = (
-                f"{error.path} sets {', '.join(error.names)}. "
+                f"{error.path} sets {', '.join(error.names)}."
+                f"{' It changed since you trusted this folder.' if changed else ''} "
                 f"Do you trust the files in this folder ({workdir.resolve()})?"
             )
             if not click.confirm(question, default=False, err=True):

@@ -4,10 +4,15 @@ A repo's config file is untrusted input: a clone could point ``base_url`` at its
 collect the API key, or widen the sandbox. Such settings take effect only in a trusted folder.
 Trust is asked once on a terminal ("Do you trust the files in this folder?") and recorded in
 the user's config directory, or granted for one run with ``--trust``.
+
+What is recorded is the folder and a digest of the ``orchestrator.toml`` it had when trusted:
+the model can write that file (it is in its work directory), so a file changed since is asked
+about again, and a run cannot widen the next one's sandbox by rewriting it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
@@ -32,34 +37,58 @@ class TrustError(Exception):
     """The trust record cannot be read or written; ``str()`` is one line."""
 
 
+#: The file whose contents trust covers (the name config.py reads).
+TRUSTED_FILE = "orchestrator.toml"
+
+
+def file_digest(folder: Path) -> str:
+    """The sha256 of ``folder``'s ``orchestrator.toml`` as it is now, or "" when there is none."""
+    try:
+        return hashlib.sha256((folder / TRUSTED_FILE).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
 @attrs.frozen
 class TrustStore:
-    """The recorded set of trusted folders (absolute, resolved paths)."""
+    """The recorded trusted folders (absolute, resolved paths), each with its file's digest."""
 
     path: Path
 
-    def folders(self) -> frozenset[str]:
+    def folders(self) -> Mapping[str, str]:
+        """Folder → the digest of its file when trusted ("" in a record from before digests)."""
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return frozenset()
+            return {}
         except (OSError, ValueError) as error:
             raise TrustError(f"{self.path}: cannot read the trusted folders: {error}") from None
         folders = data.get("trusted") if isinstance(data, dict) else None
-        if not isinstance(folders, list) or not all(isinstance(f, str) for f in folders):
-            raise TrustError(f'{self.path}: expected {{"trusted": [folder, ...]}}')
-        return frozenset(folders)
+        if isinstance(folders, list) and all(isinstance(f, str) for f in folders):
+            return dict.fromkeys(folders, "")  # an older record: each file is asked about again
+        if isinstance(folders, dict) and all(
+            isinstance(f, str) and isinstance(d, str) for f, d in folders.items()
+        ):
+            return folders
+        raise TrustError(f'{self.path}: expected {{"trusted": {{folder: digest, ...}}}}')
 
     def trusts(self, folder: Path) -> bool:
-        return str(folder.resolve()) in self.folders()
+        """Whether ``folder`` is trusted with its ``orchestrator.toml`` as it is now."""
+        recorded = self.folders().get(str(folder.resolve()))
+        return bool(recorded) and recorded == file_digest(folder)
+
+    def changed_since_trusted(self, folder: Path) -> bool:
+        """Whether ``folder`` was trusted with another ``orchestrator.toml`` than it has now."""
+        return str(folder.resolve()) in self.folders() and not self.trusts(folder)
 
     def add(self, folder: Path) -> None:
-        """Record ``folder`` as trusted, written atomically."""
-        folders = sorted(self.folders() | {str(folder.resolve())})
+        """Record ``folder`` as trusted with its file as it is now, written atomically."""
+        folders = {**self.folders(), str(folder.resolve()): file_digest(folder)}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-            temporary.write_text(json.dumps({"trusted": folders}, indent=2) + "\n", "utf-8")
+            record = {"trusted": dict(sorted(folders.items()))}
+            temporary.write_text(json.dumps(record, indent=2) + "\n", "utf-8")
             temporary.replace(self.path)
         except OSError as error:
             raise TrustError(f"{self.path}: cannot record the trusted folder: {error}") from None

@@ -7,6 +7,7 @@ in for that host and counts what reaches it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -99,13 +100,45 @@ def test_trust_flag_lets_the_file_point_the_client(clone: Path, tmp_path: Path) 
 
 
 def test_a_recorded_folder_is_trusted_without_asking(clone: Path, tmp_path: Path) -> None:
-    TrustStore(trust_file(_env(tmp_path / "config"))).add(clone)
     with _script() as server:
         (clone / "orchestrator.toml").write_text(f'base_url = "{server.base_url}"\n', "utf-8")
+        TrustStore(trust_file(_env(tmp_path / "config"))).add(clone)
         done = _run(clone, tmp_path / "config")
         served = server.served
     assert done.returncode == 0, done.stderr
     assert served == 1
+
+
+def test_a_file_changed_since_the_folder_was_trusted_is_asked_about_again(
+    clone: Path, tmp_path: Path
+) -> None:
+    # The model can write orchestrator.toml (it is in its work directory): trusting the folder
+    # once must not let one run widen the next run's sandbox or point its key elsewhere.
+    store = TrustStore(trust_file(_env(tmp_path / "config")))
+    (clone / "orchestrator.toml").write_text("allow_network = true\n", "utf-8")
+    store.add(clone)
+    assert store.trusts(clone)
+    with _script() as capture:
+        written = f'allow_network = true\nbase_url = "{capture.base_url}"\n'
+        (clone / "orchestrator.toml").write_text(written, "utf-8")
+        done = _run(clone, tmp_path / "config")
+        received = capture.raw_bodies
+    assert done.returncode == 2 and received == []
+    (line,) = done.stderr.splitlines()
+    assert "may only be set by a trusted folder's file" in line
+    assert "it changed since the folder was trusted" in line
+    assert not store.trusts(clone) and store.changed_since_trusted(clone)
+
+
+def test_a_trust_record_from_before_digests_asks_again(clone: Path, tmp_path: Path) -> None:
+    path = trust_file(_env(tmp_path / "config"))
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"trusted": [str(clone.resolve())]}), "utf-8")
+    (clone / "orchestrator.toml").write_text("allow_network = true\n", "utf-8")
+    assert not TrustStore(path).trusts(clone)
+    done = _run(clone, tmp_path / "config")
+    assert done.returncode == 2
+    assert "it changed since the folder was trusted" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -209,7 +242,8 @@ def test_on_a_terminal_trust_is_asked_once_and_recorded(clone: Path, tmp_path: P
     assert again.returncode == 0, again.stderr
     assert served == 2
     recorded = json.loads(trust_file(_env(config_dir)).read_text("utf-8"))
-    assert recorded == {"trusted": [str(clone.resolve())]}
+    digest = hashlib.sha256((clone / "orchestrator.toml").read_bytes()).hexdigest()
+    assert recorded == {"trusted": {str(clone.resolve()): digest}}
 
 
 def test_a_broken_trust_file_is_one_line(clone: Path, tmp_path: Path) -> None:
