@@ -373,3 +373,15 @@ def test_a_v2_group_without_controllers_still_gives_membership_and_cgroup_kill()
         assert len(cgroups.members(group)) == 3
         _assert_emptied(group, process)
     assert not any(directory.exists() for directory in group.directories)
+
+
+def test_a_cap_the_kernel_refuses_leaves_the_other_caps_in_force(tmp_path: Path) -> None:
+    # On a v2 host one directory holds both caps: a refused pids.max (a value past the kernel's
+    # pid limit) must not cost the call its memory cap.
+    hierarchy = Hierarchy(2, tmp_path, frozenset({"pids", "memory"}))
+    directory = tmp_path / "call"
+    directory.mkdir()
+    (directory / "pids.max").mkdir()  # any write to it fails, as a refused value would
+    cgroups._set_limits(hierarchy, directory, 10**9, 64 << 20)
+    assert (directory / "memory.max").read_text(encoding="utf-8") == str(64 << 20)
+    assert (directory / "memory.swap.max").read_text(encoding="utf-8") == "0"

@@ -308,24 +308,26 @@ def create_call_group(
         made.append(directory)
         if hierarchy.kills_at_once:
             killer = directory
-        # A group without its cap still gives membership and the kill; the rlimits stay.
-        with contextlib.suppress(OSError):
-            _set_limits(hierarchy, directory, max_processes, max_memory_bytes)
+        _set_limits(hierarchy, directory, max_processes, max_memory_bytes)
     return CallGroup(tuple(made), killer) if made else None
 
 
 def _set_limits(hierarchy: Hierarchy, directory: Path, processes: int, memory: int) -> None:
+    """Write each cap on its own: one the kernel refuses leaves the others in force.
+
+    A group without its caps still gives membership and the kill, and the rlimits stay.
+    """
+    caps: list[tuple[str, int]] = []
     if "pids" in hierarchy.controllers:
-        (directory / "pids.max").write_text(str(processes), encoding="utf-8")
+        caps.append(("pids.max", processes))
+    # The swap caps keep the group from paging out past its memory cap instead of being stopped.
     if "memory" in hierarchy.controllers and hierarchy.version == 2:
-        (directory / "memory.max").write_text(str(memory), encoding="utf-8")
-        # Without these the group could page out past its cap instead of being stopped.
-        with contextlib.suppress(OSError):
-            (directory / "memory.swap.max").write_text("0", encoding="utf-8")
+        caps += [("memory.max", memory), ("memory.swap.max", 0)]
     elif "memory" in hierarchy.controllers:
-        (directory / "memory.limit_in_bytes").write_text(str(memory), encoding="utf-8")
+        caps += [("memory.limit_in_bytes", memory), ("memory.memsw.limit_in_bytes", memory)]
+    for name, value in caps:
         with contextlib.suppress(OSError):
-            (directory / "memory.memsw.limit_in_bytes").write_text(str(memory), encoding="utf-8")
+            (directory / name).write_text(str(value), encoding="utf-8")
 
 
 def members(group: CallGroup) -> set[int]:
