@@ -39,7 +39,7 @@ def sandbox_policy(workdir: Path, config: Config, hidden: Sequence[Path] = ()) -
         ro_paths=config.ro_path,
         env_names=config.env,
         hidden=tuple(hidden),
-        limits=Limits(max_processes=config.max_processes, max_memory_bytes=config.max_memory << 20),
+        limits=Limits.from_settings(config.max_processes, config.max_memory),
     )
 
 

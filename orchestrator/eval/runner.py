@@ -450,9 +450,7 @@ def _model_for(spec: RunSpec) -> Model:
 def _registry(spec: RunSpec, workdir: Path, board: PlanBoard) -> ToolRegistry:
     harness = spec.harness
     # auto falls back to workdir quietly here; `eval` refuses an unusable bwrap up front.
-    limits = SandboxLimits(
-        max_processes=harness.max_processes, max_memory_bytes=harness.max_memory << 20
-    )
+    limits = SandboxLimits.from_settings(harness.max_processes, harness.max_memory)
     sandbox = choose_sandbox(harness.sandbox, SandboxPolicy(workdir, limits=limits)).sandbox
     root = Workdir(workdir, confined=sandbox.confined)
     tools = standard_tools(root, bash=not harness.deny_bash, sandbox=sandbox)

@@ -75,6 +75,11 @@ class Limits:
     max_memory_bytes: int = 8 << 30
     tmp_bytes: int = 512 << 20
 
+    @classmethod
+    def from_settings(cls, max_processes: int, max_memory_mib: int) -> Limits:
+        """The bounds the ``max_processes`` and ``max_memory`` (MiB) settings ask for."""
+        return cls(max_processes=max_processes, max_memory_bytes=max_memory_mib << 20)
+
 
 @attrs.frozen
 class SandboxPolicy:
