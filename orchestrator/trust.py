@@ -79,7 +79,8 @@ class TrustStore:
 
     def changed_since_trusted(self, folder: Path) -> bool:
         """Whether ``folder`` was trusted with another ``orchestrator.toml`` than it has now."""
-        return str(folder.resolve()) in self.folders() and not self.trusts(folder)
+        recorded = self.folders().get(str(folder.resolve()))
+        return recorded is not None and not (recorded and recorded == file_digest(folder))
 
     def add(self, folder: Path) -> None:
         """Record ``folder`` as trusted with its file as it is now, written atomically."""

@@ -257,7 +257,9 @@ def group_name(label: object) -> str:
     return f"orchestrator-{os.getpid()}-{_pid_namespace()}-{label}"
 
 
+@functools.cache
 def _pid_namespace() -> int:
+    # Looked up once: the sweep asks for it again for every entry of a hierarchy's folder.
     try:
         return os.stat("/proc/self/ns/pid").st_ino
     except OSError:
