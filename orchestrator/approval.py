@@ -10,6 +10,7 @@ refusal is kept, so the run's closing line, its JSON result and its exit code co
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -104,6 +105,8 @@ class ApprovalPolicy:
 
     mode: str = attrs.field(validator=attrs.validators.in_(APPROVAL_MODES))
     asker: Asker | None = None
+    #: Tools that run without asking (``auto_approve = ["mcp__docs__search"]``); deny still refuses.
+    auto_approve: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
     refused: list[RefusedAction] = attrs.field(factory=list)
     _allowed_tools: set[str] = attrs.field(factory=set)
     _allowed_prefixes: set[str] = attrs.field(factory=set)
@@ -121,7 +124,7 @@ class ApprovalPolicy:
                 "run. Do not retry it; finish what you can without it and say in your answer "
                 "what is left undone.",
             )
-        if self._allowed_for_session(tool, arguments):
+        if tool in self.auto_approve or self._allowed_for_session(tool, arguments):
             return True
         if self.asker is None:
             return self._refuse(
@@ -180,6 +183,9 @@ def preview(tool: str, arguments: Mapping[str, Any], workdir: Path) -> list[tupl
     """What the prompt shows before asking, as (line, colour) pairs: a diff, content, a command."""
     if tool == "bash":
         return [(f"$ {arguments.get('command', '')}", "cyan")]
+    if tool not in EDIT_TOOLS:  # an MCP tool: what it will be sent
+        sent = json.dumps(dict(arguments), ensure_ascii=False, indent=2).splitlines()
+        return [(line, "cyan") for line in sent[:_PREVIEW_LINES]]
     path = str(arguments.get("path", ""))
     current = _current_text(workdir, path)
     if tool == "write_file":

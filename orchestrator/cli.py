@@ -45,9 +45,10 @@ from orchestrator.conversation import Conversation
 from orchestrator.eval.command import eval_group
 from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
+from orchestrator.mcp_command import mcp_group
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
 from orchestrator.pricing import UsageTotals
-from orchestrator.protocols import Model, ModelLimits
+from orchestrator.protocols import Model, ModelLimits, ToolSource
 from orchestrator.replay import (
     RebuiltRun,
     Replay,
@@ -62,6 +63,8 @@ from orchestrator.script import ScriptedModel, ScriptError, parse_script
 from orchestrator.sessions import SessionError, check_new_trace, check_trace_appendable
 from orchestrator.signals import StopRecord, stop_signals_interrupt
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
+from orchestrator.tools.mcp import McpServers
+from orchestrator.tools.mcp_config import McpConfigError, McpServerConfig, load_servers
 from orchestrator.tools.processes import make_undumpable
 from orchestrator.tools.sandbox import (
     SandboxChoice,
@@ -94,6 +97,9 @@ class RunOptions:
     quiet: bool = False
     verbose: bool = False
     output_format: str = "text"
+    #: The MCP servers the files name, and whether the project's may start (issue 22).
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+    mcp_trusted: bool = False
 
     @property
     def machine_output(self) -> bool:
@@ -229,7 +235,45 @@ def _options(**kwargs: Any) -> RunOptions:
     if not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
     config = _trusted_config(workdir, flags, trust=trust)
-    return RunOptions(workdir=workdir.resolve(), config=config, **kwargs)
+    servers, trusted = _mcp_servers(workdir, trust=trust)
+    return RunOptions(
+        workdir=workdir.resolve(),
+        config=config,
+        mcp_servers=servers,
+        mcp_trusted=trusted,
+        **kwargs,
+    )
+
+
+def _mcp_servers(workdir: Path, *, trust: bool) -> tuple[tuple[McpServerConfig, ...], bool]:
+    """The configured MCP servers, and whether the project's may start (asked on a terminal)."""
+    from orchestrator.config import user_config_path
+
+    try:
+        servers = load_servers(workdir, user_config_path())
+        store = TrustStore(trust_file())
+        project = [server for server in servers if server.project]
+        if trust or not project or store.trusts(workdir):
+            return servers, True
+        if not sys.stdin.isatty():
+            return servers, False  # the run says so in one line as it starts
+        files = ", ".join(dict.fromkeys(server.origin for server in project))
+        changed = (
+            " It changed since you trusted this folder."
+            if store.changed_since_trusted(workdir)
+            else ""
+        )
+        question = (
+            f"{files} start{'s' if len(project) == 1 else ''} MCP servers "
+            f"({', '.join(server.name for server in project)}).{changed} "
+            f"Do you trust the files in this folder ({workdir.resolve()})?"
+        )
+        if not click.confirm(question, default=False, err=True):
+            return servers, False
+        store.add(workdir)
+        return servers, True
+    except (McpConfigError, TrustError) as error:
+        raise InputError(str(error)) from None
 
 
 def _given(value: object) -> object:
@@ -613,6 +657,7 @@ def diagram(
 
 
 cli.add_command(eval_group)
+cli.add_command(mcp_group)
 
 
 @cli.command(name="config", context_settings=CONTEXT_SETTINGS)
@@ -736,6 +781,7 @@ class _Session:
     )
     trace_path: Path | None = None
     sandbox: SandboxChoice | None = None
+    mcp: McpServers | None = None
     _trace: Trace | None = None
     _loop: Loop | None = None
     _first_round: int = 0
@@ -752,7 +798,7 @@ class _Session:
                 with view.paused():
                     return ask_at_terminal(tool, arguments, workdir)
 
-        return ApprovalPolicy(mode, asker)
+        return ApprovalPolicy(mode, asker, auto_approve=self.options.config.auto_approve)
 
     def _open(self) -> Loop:
         """Open the trace and build the loop, at the first message (chat sends none at first)."""
@@ -846,6 +892,27 @@ class _Session:
         )
         return self._loop
 
+    def _start_mcp(self) -> None:
+        """Start the configured MCP servers, once, before the loop's first round."""
+        options = self.options
+        if not options.mcp_servers or self.mcp is not None:
+            return
+        assert self._trace is not None  # opened first: the servers' events go to it
+        view = self.view
+
+        def notify(line: str) -> None:
+            with view.paused():
+                click.echo(f"orchestrator: {line}", err=True)
+
+        self.mcp = McpServers(
+            options.mcp_servers,
+            options.workdir,
+            timeout=options.config.mcp_timeout,
+            trusted=options.mcp_trusted,
+            log=self._trace.log,
+        )
+        self.mcp.open(notify)
+
     def turn(self, task: str | None) -> RunOutcome:
         """Run one message (None: go on from a resumed conversation) to its end."""
         loop = self._open()
@@ -887,6 +954,8 @@ class _Session:
         self.conversation = None
 
     def close(self) -> None:
+        if self.mcp is not None:  # before the trace: stopping may still log
+            self.mcp.close()
         if self._trace is not None:
             self._trace.close()
             self._trace = None
@@ -929,7 +998,9 @@ class _Session:
 
             tools.append(ListFilesTool(workdir))  # without bash, the one way to look around
         policy = None if config.approval == "auto" else self.approval
-        return ToolRegistry(tools, approver=policy, secrets=tuple(secrets))
+        self._start_mcp()
+        sources: list[ToolSource] = [] if self.mcp is None else [self.mcp]
+        return ToolRegistry(tools, approver=policy, secrets=tuple(secrets), sources=sources)
 
 
 def _model_settings(config: Config, limits: ModelLimits) -> dict[str, Any]:

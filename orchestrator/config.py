@@ -180,6 +180,14 @@ def _name_list(value: object) -> tuple[str, ...]:
     return names
 
 
+def _tool_list(value: object) -> tuple[str, ...]:
+    names = _list_of(value, ",", "tool names")
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", name):
+            raise ValueError(f"tool names (letters, digits, _ and -), and {name!r} is not one")
+    return names
+
+
 def _list_of(value: object, separator: str, what: str) -> tuple[str, ...]:
     # A flag given several times arrives as a tuple, a variable as one separated string.
     items = value.split(separator) if isinstance(value, str) else value
@@ -372,6 +380,21 @@ SETTINGS: tuple[_Setting, ...] = (
         ("ORCHESTRATOR_DENY_BASH",),
         help="Offer the model no bash tool (it gets list_files instead).",
     ),
+    # issue 22
+    _Setting(
+        "mcp_timeout",
+        _positive_float,
+        60.0,
+        ("ORCHESTRATOR_MCP_TIMEOUT",),
+        help="Seconds an MCP server may take to answer one call (to start: at least 10).",
+    ),
+    _Setting(
+        "auto_approve",
+        _tool_list,
+        (),
+        ("ORCHESTRATOR_AUTO_APPROVE",),
+        help="Tools that run without asking, e.g. mcp__docs__search (comma-separated).",
+    ),
     _Setting(
         "price_per_mtok",
         _prices,
@@ -421,6 +444,8 @@ _WIDER: Mapping[str, tuple[str, ...]] = {
     "approval": ("deny", "ask", "edits", "auto"),
 }
 _NO_VALUE = object()
+#: Tables other modules read from the same files (``[mcp_servers.NAME]``: the MCP servers).
+_TABLES = frozenset({"mcp_servers"})
 
 
 def widens(name: str, value: object, baseline: object = _NO_VALUE) -> bool:
@@ -438,6 +463,8 @@ def widens(name: str, value: object, baseline: object = _NO_VALUE) -> bool:
         )
     if name in ("max_processes", "max_memory"):
         return isinstance(value, int) and isinstance(baseline, int) and value > baseline
+    if name == "auto_approve":  # asks about less than the user's own file does
+        return isinstance(value, tuple) and not set(value) <= set(baseline or ())  # type: ignore[call-overload]
     return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
 
 
@@ -578,6 +605,8 @@ def _read_file(path: Path) -> tuple[Mapping[str, Any], str]:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     for key in data:
+        if key in _TABLES:
+            continue
         if key in _NOT_IN_FILE:
             raise ConfigError(f"{path}: {key} does not belong in a file; {_NOT_IN_FILE[key]}")
         if key not in _BY_NAME:

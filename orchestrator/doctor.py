@@ -73,7 +73,33 @@ def report(workdir: Path, config: Config, say: Callable[[str], None]) -> int:
     say(f"openat2 beneath the workdir: {_openat2_works(workdir)}")
     line = sandbox_in_effect(workdir, config)
     say(f"in effect (sandbox = {config.sandbox}, {config.sources['sandbox']}): {line}")
-    return 1 if line.startswith("sandbox: refused") else 0
+    servers_ok = _mcp_servers_start(workdir, config, say)
+    return 1 if line.startswith("sandbox: refused") or not servers_ok else 0
+
+
+def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]) -> bool:
+    """Start each configured MCP server once; whether every one that may start did."""
+    from orchestrator.config import user_config_path
+    from orchestrator.mcp_command import status_lines, status_ok
+    from orchestrator.tools.mcp import check_servers
+    from orchestrator.tools.mcp_config import McpConfigError, load_servers
+    from orchestrator.trust import TrustError, TrustStore, trust_file
+
+    try:
+        servers = load_servers(workdir, user_config_path())
+        trusted = TrustStore(trust_file()).trusts(workdir)
+    except (McpConfigError, TrustError) as error:
+        say(f"mcp servers: {error}")
+        return False
+    if not servers:
+        say("mcp servers: none configured")
+        return True
+    statuses = check_servers(
+        servers, workdir.resolve(), trusted=trusted, timeout=config.mcp_timeout
+    )
+    for status in statuses:
+        say("mcp server " + "\n".join(status_lines(status)))
+    return all(status_ok(s) or s.state == "not_trusted" for s in statuses)
 
 
 def _reaper_works() -> str:

@@ -125,6 +125,23 @@ class Tools(Protocol):
     def dispatch(self, name: str, arguments: object) -> ToolResult: ...
 
 
+class ToolSource(Protocol):
+    """Tools that start with a run and stop with it (MCP servers): opened once, closed at exit."""
+
+    def open(self, notify: Callable[[str], None]) -> None:
+        """Start; ``notify(line)`` for the user's one-liners."""
+        ...
+
+    @property
+    def tools(self) -> Sequence[Tool]:
+        """The current tools (re-read: lists can change mid-run)."""
+        ...
+
+    def close(self) -> None:
+        """Idempotent; also on Ctrl-C/SIGTERM/SIGHUP."""
+        ...
+
+
 class PlanRecord(Protocol):
     """A structured record a plan emits to its observers (a transition, an update, a rejection)."""
 

@@ -47,6 +47,8 @@ KNOWN_EVENTS = frozenset(
         "context.window",
         "context.cleared",
         "context.compacted",
+        "mcp.server",
+        "mcp.error",
     }
 )
 

@@ -5,9 +5,10 @@ collect the API key, or widen the sandbox. Such settings take effect only in a t
 Trust is asked once on a terminal ("Do you trust the files in this folder?") and recorded in
 the user's config directory, or granted for one run with ``--trust``.
 
-What is recorded is the folder and a digest of the ``orchestrator.toml`` it had when trusted:
-the model can write that file (it is in its work directory), so a file changed since is asked
-about again, and a run cannot widen the next one's sandbox by rewriting it.
+What is recorded is the folder and a digest of the ``orchestrator.toml`` and ``.mcp.json`` it
+had when trusted: the model can write those files (they are in its work directory), so a file
+changed since is asked about again, and a run cannot widen the next one's sandbox, or make it
+start a server, by rewriting one.
 """
 
 from __future__ import annotations
@@ -39,14 +40,29 @@ class TrustError(Exception):
 
 #: The file whose contents trust covers (the name config.py reads).
 TRUSTED_FILE = "orchestrator.toml"
+#: The other file trust covers: the MCP servers it names start processes (issue 22).
+MCP_FILE = ".mcp.json"
 
 
 def file_digest(folder: Path) -> str:
-    """The sha256 of ``folder``'s ``orchestrator.toml`` as it is now, or "" when there is none."""
-    try:
-        return hashlib.sha256((folder / TRUSTED_FILE).read_bytes()).hexdigest()
-    except OSError:
+    """A sha256 of ``folder``'s ``orchestrator.toml`` and ``.mcp.json`` now, or "" for neither.
+
+    With no ``.mcp.json`` it is the digest of ``orchestrator.toml`` alone, as older records hold.
+    """
+    found: list[tuple[str, bytes]] = []
+    for name in (TRUSTED_FILE, MCP_FILE):
+        try:
+            found.append((name, (folder / name).read_bytes()))
+        except OSError:
+            continue
+    if not found:
         return ""
+    if [name for name, _ in found] == [TRUSTED_FILE]:
+        return hashlib.sha256(found[0][1]).hexdigest()
+    combined = hashlib.sha256()
+    for name, data in found:
+        combined.update(f"{name}\0{hashlib.sha256(data).hexdigest()}\0".encode())
+    return combined.hexdigest()
 
 
 @attrs.frozen
@@ -73,7 +89,7 @@ class TrustStore:
         raise TrustError(f'{self.path}: expected {{"trusted": {{folder: digest, ...}}}}')
 
     def trusts(self, folder: Path) -> bool:
-        """Whether ``folder`` is trusted with its ``orchestrator.toml`` as it is now."""
+        """Whether ``folder`` is trusted with its ``orchestrator.toml`` and ``.mcp.json`` as now."""
         recorded = self.folders().get(str(folder.resolve()))
         return bool(recorded) and recorded == file_digest(folder)
 

@@ -7,13 +7,21 @@ handler that blows up), the registry answers with a :class:`ToolResult` whose te
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 
-from orchestrator.protocols import Approver, JSONObject, Refusal, Tool, ToolError, ToolResult
+from orchestrator.protocols import (
+    Approver,
+    JSONObject,
+    Refusal,
+    Tool,
+    ToolError,
+    ToolResult,
+    ToolSource,
+)
 from orchestrator.tools.arguments import error_result, json_type, quoted, schema_problem
 from orchestrator.tools.secrets import redact, redactable
 
@@ -30,6 +38,10 @@ def _index_tools(tools: Iterable[Tool]) -> Mapping[str, Tool]:
     return MappingProxyType(index)
 
 
+def _sources(sources: Iterable[ToolSource]) -> tuple[ToolSource, ...]:
+    return tuple(sources)
+
+
 @attrs.frozen
 class ToolRegistry:
     """The tools the model may call, and the one place their calls are checked and run."""
@@ -39,6 +51,9 @@ class ToolRegistry:
     needs_approval: frozenset[str] = attrs.field(default=SIDE_EFFECT_TOOLS, kw_only=True)
     #: Secret values the process holds (the API key, ``--env`` values): never in a result.
     secrets: tuple[str, ...] = attrs.field(default=(), kw_only=True, converter=redactable)
+    #: Tools that come and go with the run (MCP servers): re-read on every round, and every
+    #: one of them asks the approver first, as bash does.
+    sources: Sequence[ToolSource] = attrs.field(default=(), kw_only=True, converter=_sources)
     # A tool's schema is fixed once it exists; built once here, not on every round.
     _schemas: Mapping[str, JSONObject] = attrs.field(init=False)
 
@@ -48,14 +63,24 @@ class ToolRegistry:
 
     @property
     def schemas(self) -> list[JSONObject]:
-        return list(self._schemas.values())
+        sourced = [tool.schema for tool in self._sourced().values()]
+        return [*self._schemas.values(), *sourced]
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(self._tools)
+        return (*self._tools, *self._sourced())
 
     def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
+        return self._tools.get(name) or self._sourced().get(name)
+
+    def _sourced(self) -> dict[str, Tool]:
+        """The sources' tools as they are now; a name taken already (built in) stays the first's."""
+        found: dict[str, Tool] = {}
+        for source in self.sources:
+            for tool in source.tools:
+                if tool.name not in self._tools:
+                    found.setdefault(tool.name, tool)
+        return found
 
     def dispatch(self, name: str, arguments: object) -> ToolResult:
         """Run one tool call; every failure comes back as an error result, never an exception."""
@@ -69,12 +94,17 @@ class ToolRegistry:
 
     def _dispatch(self, name: str, arguments: object) -> ToolResult:
         tool = self._tools.get(name) if isinstance(name, str) else None
+        sourced = False
+        if tool is None and isinstance(name, str) and self.sources:
+            tool = self._sourced().get(name)
+            sourced = tool is not None
         if tool is None:
             return error_result(
-                f"Error: unknown tool {quoted(str(name))}; "
-                f"available tools: {', '.join(self._tools)}"
+                f"Error: unknown tool {quoted(str(name))}; available tools: {', '.join(self.names)}"
             )
-        schema: Mapping[str, Any] = self._schemas[name].get("input_schema", {})
+        schema: Mapping[str, Any] = (tool.schema if sourced else self._schemas[name]).get(
+            "input_schema", {}
+        )
         if not isinstance(arguments, dict):
             fields = ", ".join(schema.get("properties", {}))
             return error_result(
@@ -84,7 +114,7 @@ class ToolRegistry:
         problem = schema_problem(name, schema, arguments)
         if problem:
             return error_result(problem)
-        if name in self.needs_approval and self.approver is not None:
+        if (sourced or name in self.needs_approval) and self.approver is not None:
             verdict = self.approver(name, arguments)
             if isinstance(verdict, Refusal):
                 return error_result(verdict.message)

@@ -1,0 +1,287 @@
+"""Which MCP servers a run starts: ``.mcp.json`` and ``[mcp_servers.NAME]`` tables, checked.
+
+Three places name servers, nearest last so it wins a shared name: the user's ``config.toml``,
+the project's ``orchestrator.toml`` and the project's ``.mcp.json`` (the ``mcpServers`` format
+Claude Code and others read). Each server is ``command`` / ``args`` / ``env`` (stdio) or
+``type = "http"`` / ``url`` / ``headers`` (streamable HTTP). ``${VAR}`` and ``${VAR:-default}``
+in those values are read from the environment, which is how a server gets a token: a server's
+environment holds only what its config names (and a minimal ``PATH``/``HOME``).
+
+A malformed file is a person's mistake: :class:`McpConfigError`, one line. A server that
+cannot start as written (an unset variable, a transport we do not speak) is not: it is reported
+as not started, and the run goes on without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+import attrs
+
+MCP_JSON = ".mcp.json"
+PROJECT_TOML = "orchestrator.toml"
+TABLE = "mcp_servers"
+Transport = Literal["stdio", "http"]
+
+_TOML_KEYS = frozenset({"type", "command", "args", "env", "url", "headers"})
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class McpConfigError(Exception):
+    """A file that names MCP servers is malformed; ``str()`` is one line naming file and server."""
+
+
+def _frozen_mapping(value: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen
+class McpServerConfig:
+    """One configured server, its values as written (``${VAR}`` not yet read)."""
+
+    name: str
+    origin: str  # the file it came from, as shown to a person
+    project: bool  # the project's file: it starts a process, so it needs the folder trusted
+    transport: Transport
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
+    url: str = ""
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
+    #: Why it cannot start as written (a transport we do not speak), or "".
+    unusable: str = ""
+
+    @property
+    def prefix(self) -> str:
+        """The start of its tools' names: ``mcp__NAME__`` with the API's allowed characters."""
+        return f"mcp__{tool_name_part(self.name)}__"
+
+    def describe(self) -> str:
+        """How it starts, in a few words: the command line or the URL."""
+        if self.transport == "http":
+            return f"http {self.url}"
+        return " ".join([self.command, *self.args])
+
+
+@attrs.frozen
+class Resolved:
+    """A server's values with ``${VAR}`` read, or the variable that is missing."""
+
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
+    url: str = ""
+    headers: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
+    missing: str = ""
+
+
+def tool_name_part(text: str) -> str:
+    """``text`` with every character the API refuses in a tool name made ``_``."""
+    return _NAME_CHARACTERS.sub("_", text)
+
+
+def resolve(server: McpServerConfig, environ: Mapping[str, str] | None = None) -> Resolved:
+    """The server's values with ``${VAR}`` and ``${VAR:-default}`` read from ``environ``."""
+    environ = os.environ if environ is None else environ
+    missing: list[str] = []
+
+    def expand(text: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            value = environ.get(name)
+            if value:
+                return value
+            if default is not None:
+                return default
+            missing.append(name)
+            return ""
+
+        return _VARIABLE.sub(one, text)
+
+    resolved = Resolved(
+        command=expand(server.command),
+        args=tuple(expand(arg) for arg in server.args),
+        env={key: expand(value) for key, value in server.env.items()},
+        url=expand(server.url),
+        headers={key: expand(value) for key, value in server.headers.items()},
+    )
+    if missing:
+        return attrs.evolve(resolved, missing=", ".join(dict.fromkeys(missing)))
+    return resolved
+
+
+def load_servers(workdir: Path, user_file: Path | None) -> tuple[McpServerConfig, ...]:
+    """Every configured server, nearest file winning a shared name, in the order first named.
+
+    ``user_file`` is the user's ``config.toml`` (None leaves it out). Raises
+    :class:`McpConfigError` for a malformed file or two names that become the same tool prefix.
+    """
+    found: dict[str, McpServerConfig] = {}
+    if user_file is not None:
+        found.update(_from_toml(user_file, project=False))
+    found.update(_from_toml(workdir / PROJECT_TOML, project=True))
+    found.update(_from_json(workdir / MCP_JSON))
+    _check_prefixes(found.values())
+    return tuple(found.values())
+
+
+def project_files_naming_servers(workdir: Path) -> list[str]:
+    """The project's files that name servers (what trusting the folder would let start)."""
+    servers = [s for s in load_servers(workdir, None) if s.project]
+    return list(dict.fromkeys(s.origin for s in servers))
+
+
+def _check_prefixes(servers: Iterable[McpServerConfig]) -> None:
+    seen: dict[str, McpServerConfig] = {}
+    for server in servers:
+        other = seen.get(server.prefix)
+        if other is not None:
+            raise McpConfigError(
+                f"{server.origin}: MCP servers {other.name!r} and {server.name!r} would both name "
+                f"their tools {server.prefix}…; rename one (letters, digits, _ and - are kept)"
+            )
+        seen[server.prefix] = server
+
+
+def _from_toml(path: Path, *, project: bool) -> dict[str, McpServerConfig]:
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise McpConfigError(f"{path}: cannot read it: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise McpConfigError(f"{path}: not valid TOML: {error}") from None
+    table = data.get(TABLE)
+    if table is None:
+        return {}
+    where = f"{path} [{TABLE}]"
+    if not isinstance(table, dict):
+        raise McpConfigError(f"{where}: expected tables [{TABLE}.NAME], got {_kind(table)}")
+    servers = {}
+    for name, entry in table.items():
+        if not isinstance(entry, dict):
+            raise McpConfigError(f"{where}: {name} must be a table, got {_kind(entry)}")
+        unknown = sorted(set(entry) - _TOML_KEYS)
+        if unknown:
+            raise McpConfigError(
+                f"{path} [{TABLE}.{name}]: unknown key {unknown[0]!r}; "
+                f"known keys: {', '.join(sorted(_TOML_KEYS))}"
+            )
+        servers[name] = _server(name, entry, str(path), f"{path} [{TABLE}.{name}]", project)
+    return servers
+
+
+def _from_json(path: Path) -> dict[str, McpServerConfig]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise McpConfigError(f"{path}: cannot read it: {error}") from None
+    except ValueError as error:
+        raise McpConfigError(f"{path}: not valid JSON: {error}") from None
+    table = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise McpConfigError(f'{path}: expected {{"mcpServers": {{NAME: {{...}}, ...}}}}')
+    servers = {}
+    for name, entry in table.items():
+        if not isinstance(entry, dict):
+            raise McpConfigError(f"{path}: mcpServers.{name} must be an object, got {_kind(entry)}")
+        # Keys other tools read (timeouts, OAuth) are left alone: the file is shared with them.
+        servers[name] = _server(name, entry, str(path), f"{path}: mcpServers.{name}", True)
+    return servers
+
+
+def _server(
+    name: str, entry: Mapping[str, Any], origin: str, where: str, project: bool
+) -> McpServerConfig:
+    if not name.strip():
+        raise McpConfigError(f"{where}: a server needs a name")
+    kind = entry.get("type")
+    if kind is None:
+        kind = "http" if "url" in entry and "command" not in entry else "stdio"
+    if kind in ("streamable-http", "streamable_http"):
+        kind = "http"
+    if not isinstance(kind, str):
+        raise McpConfigError(f"{where}: type must be a string, got {_kind(kind)}")
+    if kind not in ("stdio", "http"):
+        # Another client's transport (sse, ws): not started here, but not an error in the file.
+        return McpServerConfig(
+            name,
+            origin,
+            project,
+            "stdio",
+            unusable=f"type {kind!r} is not supported here (stdio and http are)",
+        )
+    if kind == "http":
+        url = _string(entry, "url", where, required=True)
+        if not re.match(r"https?://", url):
+            raise McpConfigError(f"{where}: url must be an http(s) URL, got {url!r}")
+        return McpServerConfig(
+            name,
+            origin,
+            project,
+            "http",
+            url=url,
+            headers=_string_map(entry, "headers", where),
+        )
+    return McpServerConfig(
+        name,
+        origin,
+        project,
+        "stdio",
+        command=_string(entry, "command", where, required=True),
+        args=_string_list(entry, "args", where),
+        env=_string_map(entry, "env", where),
+    )
+
+
+def _string(entry: Mapping[str, Any], key: str, where: str, *, required: bool) -> str:
+    value = entry.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str) or not value.strip():
+        raise McpConfigError(f"{where}: {key} must be a non-empty string, got {_kind(value)}")
+    return value
+
+
+def _string_list(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = entry.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise McpConfigError(f"{where}: {key} must be a list of strings, got {_kind(value)}")
+    return tuple(value)
+
+
+def _string_map(entry: Mapping[str, Any], key: str, where: str) -> dict[str, str]:
+    value = entry.get(key, {})
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise McpConfigError(
+            f"{where}: {key} must map names to strings, got {_kind(value)} "
+            '(write numbers as strings: {"PORT": "8080"})'
+        )
+    return value
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the string {value!r}" if value.strip() else "an empty string"
+    return f"{type(value).__name__} {value!r}"

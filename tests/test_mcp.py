@@ -1,0 +1,458 @@
+"""MCP servers through the real CLI: real servers (``tests/mcp_servers.py``), a scripted model.
+
+Each test writes a ``.mcp.json`` into the work directory, runs ``orchestrator run`` against the
+loopback Messages API playing a script that calls ``mcp__NAME__TOOL``, and looks at what the
+model got (the script's ``expect``), what the server saw (its call log) and what is left
+running afterwards (``/proc``, by a marker only the test's servers carry on their command line).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+from orchestrator.context.tokens import estimate_tokens
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer, check_request
+from orchestrator.trust import TrustStore, trust_file
+
+TIMEOUT = 60
+SERVERS = Path(__file__).with_name("mcp_servers.py")
+
+
+@attrs.frozen
+class Finished:
+    code: int
+    stdout: str
+    stderr: str
+    requests: list[dict[str, Any]]
+    trace: list[dict[str, Any]]
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        return [event for event in self.trace if event["event"] == name]
+
+
+def _environment(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+    }
+    env.update(NO_COLOR="1", ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"), **extra)
+    return env
+
+
+def _stdio(tmp_path: Path, mode: str = "stdio") -> dict[str, Any]:
+    """A ``.mcp.json`` entry for a test server; ``tmp_path`` on its command line marks it."""
+    return {
+        "command": sys.executable,
+        "args": [str(SERVERS), mode, str(tmp_path)],
+        "env": {"MCP_CALLS": str(tmp_path / f"calls-{mode}.log")},
+    }
+
+
+def _workdir(tmp_path: Path, servers: Mapping[str, Any]) -> Path:
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    document = {"mcpServers": dict(servers)}
+    (workdir / ".mcp.json").write_text(json.dumps(document), encoding="utf-8")
+    return workdir
+
+
+def _calls(tmp_path: Path, mode: str = "stdio") -> list[str]:
+    path = tmp_path / f"calls-{mode}.log"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def _survivors(marker: Path) -> list[int]:
+    """Processes whose command line carries ``marker`` (the test's servers), from outside."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if str(marker).encode() in words and str(SERVERS).encode() in words:
+            found.append(int(name))
+    return found
+
+
+def _call(name: str, arguments: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "input": dict(arguments)}], **extra}
+
+
+def _ok(contains: str) -> list[dict[str, Any]]:
+    return [{"is_error": False, "contains": contains}]
+
+
+def _error(contains: str) -> list[dict[str, Any]]:
+    return [{"is_error": True, "contains": contains}]
+
+
+def _run(
+    tmp_path: Path,
+    workdir: Path,
+    turns: Sequence[Mapping[str, Any]],
+    *flags: str,
+) -> Finished:
+    trace = tmp_path / f"t{len(list(tmp_path.glob('t*.jsonl')))}.jsonl"
+    script = parse_script({"name": "mcp", "turns": list(turns)}, source="test")
+    with MessagesServer(script) as server:
+        env = _environment(
+            tmp_path, ANTHROPIC_API_KEY="test-key-1234", ANTHROPIC_BASE_URL=server.base_url
+        )
+        process = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "run",
+                "Use the tools",
+                "--workdir",
+                str(workdir),
+                "--trace",
+                str(trace),
+                *flags,
+            ],
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        requests, violations = server.requests, server.violations
+    assert "Traceback" not in process.stderr, process.stderr
+    for body in requests:
+        assert check_request(body) == []
+    assert violations == [], process.stdout + process.stderr
+    lines = trace.read_text(encoding="utf-8").splitlines() if trace.exists() else []
+    return Finished(
+        process.returncode,
+        process.stdout,
+        process.stderr,
+        requests,
+        [json.loads(line) for line in lines],
+    )
+
+
+def _tool_names(body: Mapping[str, Any]) -> list[str]:
+    return [tool["name"] for tool in body.get("tools", [])]
+
+
+def test_a_stdio_server_s_tools_reach_the_model_and_the_server_sees_the_calls(
+    tmp_path: Path,
+) -> None:
+    workdir = _workdir(tmp_path, {"notes": _stdio(tmp_path)})
+    turns = [
+        _call("mcp__notes__note", {"text": "hello"}),
+        _call("mcp__notes__environment", {}, expect=_ok("noted: hello")),
+        _call("mcp__notes__large", {}, expect=_ok("MCP_CALLS")),
+        _call("mcp__notes__grow", {}, expect=_ok("output truncated")),
+        _call("mcp__notes__fresh", {}, expect=_ok("grown")),
+        {"text": "Done.", "expect": _ok("fresh result")},
+    ]
+    run = _run(tmp_path, workdir, turns, "--yes", "--trust")
+    assert run.code == 0, run.stderr
+    assert _calls(tmp_path) == ["started stdio", "note hello", "environment"]
+    # The model got the server's own schema and description, under mcp__SERVER__TOOL.
+    first = run.requests[0]
+    (note,) = [tool for tool in first["tools"] if tool["name"] == "mcp__notes__note"]
+    assert note["description"] == "Write a note into the server's call log and say so."
+    assert note["input_schema"]["properties"]["text"]["type"] == "string"
+    assert note["input_schema"]["required"] == ["text"]
+    assert "mcp__notes__fresh" not in _tool_names(first)
+    # The tool-list-changed notification was followed: the next request offered the new tool.
+    assert "mcp__notes__fresh" in _tool_names(run.requests[4])
+    # Its environment holds what its config names and the minimal rest, never the key.
+    results = [event for event in run.events("tool.result") if event["name"].endswith("ment")]
+    names = results[0]["output"].split()
+    assert "MCP_CALLS" in names and "PATH" in names
+    assert not any(name.startswith(("ANTHROPIC", "ORCHESTRATOR")) for name in names)
+    # The same path as built-in tools: output cap, redaction and the trace.
+    (large,) = [event for event in run.events("tool.result") if event["name"].endswith("large")]
+    assert "test-key-1234" not in large["output"] and "[REDACTED]" in large["output"]
+    assert len(large["output"]) < 51_000
+    started = [e for e in run.events("mcp.server") if e["status"] == "started"]
+    assert started[0]["server"] == "notes" and "mcp__notes__note" in started[0]["tools"]
+    changed = [e for e in run.events("mcp.server") if e["status"] == "tools_changed"]
+    assert changed and "mcp__notes__fresh" in changed[0]["tools"]
+    assert [e["seq"] for e in run.trace] == list(range(1, len(run.trace) + 1))
+    assert run.trace[0]["event"] == "run.started"
+    # Tool definitions are part of the request's fixed tokens.
+    fixed = run.events("model.request")[0]["fixed_tokens"]
+    assert fixed >= estimate_tokens(first["tools"])
+    assert "mcp server notes: started (stdio), 6 tools" in run.stderr
+    assert _survivors(tmp_path) == []
+    replay = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "replay", "--check", str(tmp_path / "t0.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stderr
+
+
+def test_an_untrusted_mcp_json_starts_nothing_and_says_so_in_one_line(tmp_path: Path) -> None:
+    workdir = _workdir(tmp_path, {"notes": _stdio(tmp_path)})
+    turns = [
+        _call("mcp__notes__note", {"text": "hi"}),
+        {"text": "No such tool.", "expect": _error("unknown tool 'mcp__notes__note'")},
+    ]
+    run = _run(tmp_path, workdir, turns, "--yes")
+    assert run.code == 0, run.stderr
+    assert _calls(tmp_path) == []
+    assert "mcp__notes__note" not in _tool_names(run.requests[0])
+    lines = [line for line in run.stderr.splitlines() if "mcp" in line]
+    assert len(lines) == 1 and "not trusted" in lines[0] and "--trust" in lines[0], run.stderr
+    (event,) = run.events("mcp.server")
+    assert (event["server"], event["status"]) == ("notes", "not_trusted")
+
+
+def test_trust_covers_mcp_json_by_digest_so_a_rewritten_file_is_not_trusted(
+    tmp_path: Path,
+) -> None:
+    workdir = _workdir(tmp_path, {"notes": _stdio(tmp_path)})
+    env = _environment(tmp_path)
+    TrustStore(trust_file(env)).add(workdir)
+    turns = [_call("mcp__notes__note", {"text": "trusted"}), {"text": "ok"}]
+    run = _run(tmp_path, workdir, turns, "--yes")
+    assert run.code == 0, run.stderr
+    assert _calls(tmp_path) == ["started stdio", "note trusted"]
+    # The model (or anyone) rewrites the file: the folder's trust no longer covers it.
+    _workdir(tmp_path, {"notes": _stdio(tmp_path), "more": _stdio(tmp_path, "http")})
+    run = _run(tmp_path, workdir, [{"text": "ok"}], "--yes")
+    assert run.code == 0, run.stderr
+    assert _calls(tmp_path) == ["started stdio", "note trusted"]
+    assert "not trusted" in run.stderr
+
+
+def test_servers_that_crash_hang_lie_or_never_start_give_tool_errors_and_one_line_each(
+    tmp_path: Path,
+) -> None:
+    workdir = _workdir(
+        tmp_path,
+        {
+            "s": _stdio(tmp_path),
+            "garbage": _stdio(tmp_path, "garbage"),
+            "misshapen": _stdio(tmp_path, "misshapen"),
+            "broken": {"command": str(tmp_path / "no-such-server")},
+        },
+    )
+    turns = [
+        _call("mcp__s__hang", {"seconds": 30}),
+        _call("mcp__garbage__ask", {}, expect=_error("did not answer within 2 s")),
+        _call("mcp__misshapen__ask", {}, expect=_error("not a valid MCP tool result")),
+        _call("mcp__s__crash", {}, expect=_error("not a valid MCP tool result")),
+        _call("mcp__s__note", {"text": "x"}, expect=_error("stopped during the call")),
+        {"text": "Gave up on them.", "expect": _error("unavailable")},
+    ]
+    run = _run(tmp_path, workdir, turns, "--yes", "--trust", "--mcp-timeout", "2")
+    assert run.code == 0, run.stderr
+    assert _calls(tmp_path, "garbage") == ["ask"]
+    assert _calls(tmp_path, "misshapen") == ["ask"]
+    kinds = [(e["server"], e["kind"]) for e in run.events("mcp.error")]
+    assert kinds == [
+        ("s", "timeout"),
+        ("garbage", "garbage"),
+        ("misshapen", "garbage"),
+        ("s", "crashed"),
+        ("s", "not_running"),
+    ]
+    failed = [e for e in run.events("mcp.server") if e["status"] == "failed"]
+    assert [e["server"] for e in failed] == ["broken"]
+    stderr = run.stderr.splitlines()
+    assert len([line for line in stderr if "broken did not start" in line]) == 1
+    assert len([line for line in stderr if line.startswith("orchestrator: mcp: mcp__")]) == 5
+    assert _survivors(tmp_path) == []
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_the_servers_are_gone_after_ctrl_c_and_sigterm(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    workdir = _workdir(tmp_path, {"notes": _stdio(tmp_path)})
+    script = parse_script(
+        {"name": "slow", "turns": [{"fault": "slow", "seconds": 30}, {"text": "late"}]},
+        source="test",
+    )
+    with MessagesServer(script) as server:
+        env = _environment(
+            tmp_path, ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url
+        )
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "orchestrator",
+                "run",
+                "Wait",
+                "--workdir",
+                str(workdir),
+                "--trace",
+                str(tmp_path / "t.jsonl"),
+                "--yes",
+                "--trust",
+            ],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + TIMEOUT
+            while not server.requests and process.poll() is None:
+                assert time.monotonic() < deadline, "the request never arrived"
+                time.sleep(0.05)
+            assert _survivors(tmp_path), "the server should be running during the run"
+            process.send_signal(signum)
+            _, stderr = process.communicate(timeout=TIMEOUT)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == code, stderr
+    assert "Traceback" not in stderr
+    assert _survivors(tmp_path) == []
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """A streamable-HTTP test server on a free loopback port; its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "MCP_CALLS": str(tmp_path / "calls-http.log")}
+    process = subprocess.Popen(
+        [sys.executable, str(SERVERS), "http", str(port), str(tmp_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            assert process.poll() is None, "the HTTP server exited"
+            assert time.monotonic() < deadline, "the HTTP server never listened"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=TIMEOUT)
+
+
+def test_a_streamable_http_server_on_loopback_works_the_same(
+    tmp_path: Path, http_server: str
+) -> None:
+    server = {"type": "http", "url": http_server, "headers": {"X-Test": "${TEST_HEADER:-plain}"}}
+    workdir = _workdir(tmp_path, {"web": server})
+    turns = [
+        _call("mcp__web__note", {"text": "over http"}),
+        {"text": "Done.", "expect": _ok("noted: over http")},
+    ]
+    run = _run(tmp_path, workdir, turns, "--yes", "--trust")
+    assert run.code == 0, run.stderr
+    assert _calls(tmp_path, "http") == ["started http", "note over http"]
+    (started,) = [e for e in run.events("mcp.server") if e["status"] == "started"]
+    assert started["transport"] == "http"
+
+
+def test_mcp_tools_ask_like_bash_and_auto_approve_names_the_ones_that_need_not(
+    tmp_path: Path,
+) -> None:
+    workdir = _workdir(tmp_path, {"notes": _stdio(tmp_path)})
+    turns = [
+        _call("mcp__notes__note", {"text": "asked"}),
+        _call("mcp__notes__note", {"text": "again"}, expect=_error("no one to approve it")),
+        {"text": "ok", "expect": _error("no one to approve it")},
+    ]
+    run = _run(tmp_path, workdir, turns, "--trust")
+    assert run.code == 3, run.stderr
+    assert _calls(tmp_path) == ["started stdio"]
+    turns = [_call("mcp__notes__note", {"text": "auto"}), {"text": "ok", "expect": _ok("noted")}]
+    run = _run(tmp_path, workdir, turns, "--trust", "--auto-approve", "mcp__notes__note")
+    assert run.code == 0, run.stderr
+    assert _calls(tmp_path)[-1] == "note auto"
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"mcpServers": {"a": {"args": ["x"]}}}', "command must be a non-empty string"),
+        ('{"mcpServers": {"a": {"command": "x", "env": {"N": 1}}}}', "env must map names"),
+    ],
+)
+def test_a_malformed_mcp_json_is_one_line_and_exit_2(
+    tmp_path: Path, document: str, message: str
+) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / ".mcp.json").write_text(document, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "run", "x", "--workdir", str(workdir), "--yes"],
+        env=_environment(tmp_path, ANTHROPIC_API_KEY="k"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def _orchestrator(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def test_mcp_list_shows_each_server_how_it_started_and_its_tools(tmp_path: Path) -> None:
+    workdir = _workdir(
+        tmp_path, {"notes": _stdio(tmp_path), "broken": {"command": "/no/such/server"}}
+    )
+    env = _environment(tmp_path)
+    untrusted = _orchestrator("mcp", "list", "--workdir", str(workdir), env=env)
+    assert untrusted.returncode == 1
+    assert untrusted.stdout.count("not started: the folder is not trusted") == 2
+    assert _calls(tmp_path) == []
+    listed = _orchestrator("mcp", "list", "--workdir", str(workdir), "--trust", env=env)
+    assert listed.returncode == 1, listed.stderr
+    assert "notes: " in listed.stdout and "started, 6 tools" in listed.stdout
+    assert "    mcp__notes__note" in listed.stdout
+    assert "broken: /no/such/server" in listed.stdout
+    assert "did not start: cannot run '/no/such/server'" in listed.stdout
+    assert _survivors(tmp_path) == []
+    doctor = _orchestrator("doctor", "--workdir", str(workdir), env=env)
+    assert "mcp server notes" in doctor.stdout and "not started" in doctor.stdout
+    TrustStore(trust_file(env)).add(workdir)
+    trusted = _orchestrator("doctor", "--workdir", str(workdir), env=env)
+    assert "started, 6 tools" in trusted.stdout
+    assert "did not start: cannot run" in trusted.stdout and trusted.returncode == 1
+    assert _survivors(tmp_path) == []
