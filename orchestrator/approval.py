@@ -13,7 +13,7 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,10 @@ def command_prefix(command: str) -> str:
     return " ".join(words[:count])
 
 
+def _names(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(names)
+
+
 @attrs.define
 class ApprovalPolicy:
     """The approver of one session; ``refused`` lists every call it turned down."""
@@ -106,7 +110,7 @@ class ApprovalPolicy:
     mode: str = attrs.field(validator=attrs.validators.in_(APPROVAL_MODES))
     asker: Asker | None = None
     #: Tools that run without asking (``auto_approve = ["mcp__docs__search"]``); deny still refuses.
-    auto_approve: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    auto_approve: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     refused: list[RefusedAction] = attrs.field(factory=list)
     _allowed_tools: set[str] = attrs.field(factory=set)
     _allowed_prefixes: set[str] = attrs.field(factory=set)
