@@ -92,7 +92,6 @@ def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]
         say(f"mcp servers: {error}")
         return False
     if not servers:
-        say("mcp servers: none configured")
         return True
     statuses = check_servers(
         servers, workdir.resolve(), trusted=trusted, timeout=config.mcp_timeout
