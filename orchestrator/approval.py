@@ -78,12 +78,15 @@ def asks_about(mode: str) -> frozenset[str]:
     return frozenset()
 
 
-def no_terminal_notice(mode: str, *, has_terminal: bool) -> str | None:
-    """The one line a run prints at its start when it would ask but cannot."""
+def no_terminal_notice(mode: str, *, has_terminal: bool, mcp: bool = False) -> str | None:
+    """The one line a run prints at its start when it would ask but cannot.
+
+    ``mcp``: the run has MCP servers, whose tools are asked about as bash is.
+    """
     asked = asks_about(mode)
     if has_terminal or not asked:
         return None
-    names = ", ".join(sorted(asked))
+    names = ", ".join([*sorted(asked), *(["MCP tools"] if mcp else [])])
     return (
         f"orchestrator: no terminal to ask for approval (--approval {mode}): {names} will be "
         "refused; pass --yes (or --approval auto) to allow them, --approval deny to refuse quietly"

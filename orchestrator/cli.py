@@ -64,7 +64,12 @@ from orchestrator.sessions import SessionError, check_new_trace, check_trace_app
 from orchestrator.signals import StopRecord, stop_signals_interrupt
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
 from orchestrator.tools.mcp import McpServers
-from orchestrator.tools.mcp_config import McpConfigError, McpServerConfig, load_servers
+from orchestrator.tools.mcp_config import (
+    McpConfigError,
+    McpServerConfig,
+    load_servers,
+    mcp_secret_values,
+)
 from orchestrator.tools.processes import make_undumpable
 from orchestrator.tools.sandbox import (
     SandboxChoice,
@@ -193,7 +198,9 @@ def _shared_options(*, trace: bool) -> Callable[[Callable[..., Any]], Callable[.
         click.option(
             "--trace-requests", is_flag=True, help="Record full request bodies in the trace."
         ),
-        click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml."),
+        click.option(
+            "--trust", is_flag=True, help="Trust this folder's orchestrator.toml and .mcp.json."
+        ),
     ]
     if trace:
         options.insert(
@@ -843,7 +850,7 @@ class _Session:
                     check_new_trace(path)
             assert path is not None
             self.sandbox = _choose_sandbox(options, [path])
-            secrets = _secret_values(config)
+            secrets = [*_secret_values(config), *mcp_secret_values(options.mcp_servers)]
             self._trace = open_trace(
                 path,
                 run_id=run_id,
@@ -865,7 +872,9 @@ class _Session:
             shown = self.sandbox.sandbox.describe()
             click.echo(f"orchestrator: network is on for bash (--allow-network); {shown}", err=True)
         notice = no_terminal_notice(
-            config.approval, has_terminal=sys.stdin is not None and sys.stdin.isatty()
+            config.approval,
+            has_terminal=sys.stdin is not None and sys.stdin.isatty(),
+            mcp=bool(options.mcp_servers),
         )
         if notice:
             click.echo(notice, err=True)

@@ -34,9 +34,9 @@ def _server() -> MCPServer[Any]:
 
     @server.tool()
     def environment() -> str:
-        """The names of the variables the server was started with."""
+        """The names of the variables the server was started with, and its token's value."""
         _record("environment")
-        return " ".join(sorted(os.environ))
+        return " ".join([*sorted(os.environ), f"NOTES_TOKEN={os.environ.get('NOTES_TOKEN')}"])
 
     @server.tool()
     def hang(seconds: float) -> str:

@@ -108,12 +108,16 @@ def _run(
     workdir: Path,
     turns: Sequence[Mapping[str, Any]],
     *flags: str,
+    **variables: str,
 ) -> Finished:
     trace = tmp_path / f"t{len(list(tmp_path.glob('t*.jsonl')))}.jsonl"
     script = parse_script({"name": "mcp", "turns": list(turns)}, source="test")
     with MessagesServer(script) as server:
         env = _environment(
-            tmp_path, ANTHROPIC_API_KEY="test-key-1234", ANTHROPIC_BASE_URL=server.base_url
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key-1234",
+            ANTHROPIC_BASE_URL=server.base_url,
+            **variables,
         )
         process = subprocess.run(
             [
@@ -158,7 +162,9 @@ def _tool_names(body: Mapping[str, Any]) -> list[str]:
 def test_a_stdio_server_s_tools_reach_the_model_and_the_server_sees_the_calls(
     tmp_path: Path,
 ) -> None:
-    workdir = _workdir(tmp_path, {"notes": _stdio(tmp_path)})
+    notes = _stdio(tmp_path)
+    notes["env"]["NOTES_TOKEN"] = "${TOKEN_FOR_NOTES}"
+    workdir = _workdir(tmp_path, {"notes": notes})
     turns = [
         _call("mcp__notes__note", {"text": "hello"}),
         _call("mcp__notes__environment", {}, expect=_ok("noted: hello")),
@@ -167,7 +173,7 @@ def test_a_stdio_server_s_tools_reach_the_model_and_the_server_sees_the_calls(
         _call("mcp__notes__fresh", {}, expect=_ok("grown")),
         {"text": "Done.", "expect": _ok("fresh result")},
     ]
-    run = _run(tmp_path, workdir, turns, "--yes", "--trust")
+    run = _run(tmp_path, workdir, turns, "--yes", "--trust", TOKEN_FOR_NOTES="notes-token-42")
     assert run.code == 0, run.stderr
     assert _calls(tmp_path) == ["started stdio", "note hello", "environment"]
     # The model got the server's own schema and description, under mcp__SERVER__TOOL.
@@ -184,6 +190,10 @@ def test_a_stdio_server_s_tools_reach_the_model_and_the_server_sees_the_calls(
     names = results[0]["output"].split()
     assert "MCP_CALLS" in names and "PATH" in names
     assert not any(name.startswith(("ANTHROPIC", "ORCHESTRATOR")) for name in names)
+    # The token its config hands it is its own: never shown to the model, nor in the trace.
+    assert "NOTES_TOKEN=[REDACTED]" in names
+    assert "notes-token-42" not in json.dumps(run.trace)
+    assert "notes-token-42" not in json.dumps(run.requests)
     # The same path as built-in tools: output cap, redaction and the trace.
     (large,) = [event for event in run.events("tool.result") if event["name"].endswith("large")]
     assert "test-key-1234" not in large["output"] and "[REDACTED]" in large["output"]
@@ -390,6 +400,7 @@ def test_mcp_tools_ask_like_bash_and_auto_approve_names_the_ones_that_need_not(
     run = _run(tmp_path, workdir, turns, "--trust")
     assert run.code == 3, run.stderr
     assert _calls(tmp_path) == ["started stdio"]
+    assert "write_file, MCP tools will be refused" in run.stderr
     turns = [_call("mcp__notes__note", {"text": "auto"}), {"text": "ok", "expect": _ok("noted")}]
     run = _run(tmp_path, workdir, turns, "--trust", "--auto-approve", "mcp__notes__note")
     assert run.code == 0, run.stderr

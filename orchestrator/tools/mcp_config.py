@@ -118,6 +118,28 @@ def resolve(server: McpServerConfig, environ: Mapping[str, str] | None = None) -
     return resolved
 
 
+def mcp_secret_values(
+    servers: Iterable[McpServerConfig], environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """The credentials the servers are given (secret-looking env values, auth headers).
+
+    A server that echoes its token must not show it to the model or write it to the trace.
+    """
+    from orchestrator.tools.secrets import looks_secret
+
+    found: list[str] = []
+    for server in servers:
+        resolved = resolve(server, environ)
+        pairs = [*resolved.env.items(), *resolved.headers.items()]
+        for name, value in pairs:
+            if looks_secret(name) or name.lower() in ("authorization", "proxy-authorization"):
+                found.append(value)
+                scheme, _, credential = value.partition(" ")
+                if credential and scheme.lower() in ("bearer", "basic", "token"):
+                    found.append(credential)
+    return found
+
+
 def load_servers(workdir: Path, user_file: Path | None) -> tuple[McpServerConfig, ...]:
     """Every configured server, nearest file winning a shared name, in the order first named.
 
