@@ -23,6 +23,7 @@ import os
 import signal
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
@@ -180,8 +181,10 @@ class McpServers:
             assert self._portal is not None
             for connection in startable:
                 self._portal.start_task_soon(self._serve, connection)
+            # They start side by side, so one deadline covers them all.
+            deadline = time.monotonic() + self._start_limit + _CROSSING_SLACK
             for connection in startable:
-                connection.ready.wait(self._start_limit + _CROSSING_SLACK)
+                connection.ready.wait(max(0.0, deadline - time.monotonic()))
                 if connection.state == "starting":
                     self._failed(connection, f"did not start within {self._start_limit:g} s")
         # The lines now; the events once the run reads its tools, so they follow run.started.
@@ -379,8 +382,8 @@ class McpServers:
                 connection.state = "running"
                 connection.ready.set()
                 await connection.stop.wait()
-        except Exception as error:  # a session that broke down on the way out
-            if connection.state in ("starting", "running"):
+        except Exception as error:  # a session that broke down starting, or on the way out
+            if connection.state == "starting":
                 self._failed(connection, _start_failure(connection, error))
         finally:
             connection.ready.set()
