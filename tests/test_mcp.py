@@ -293,33 +293,33 @@ def test_servers_that_crash_hang_lie_or_never_start_give_tool_errors_and_one_lin
     assert _survivors(tmp_path) == []
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_the_servers_are_gone_after_ctrl_c_and_sigterm(
-    tmp_path: Path, signum: signal.Signals, code: int
+@pytest.mark.parametrize(
+    ("signum", "code", "during"),
+    [
+        (signal.SIGINT, 130, "model"),
+        (signal.SIGTERM, 143, "call"),
+        (signal.SIGHUP, 129, "call"),
+    ],
+)
+def test_the_servers_are_gone_after_ctrl_c_sigterm_and_sighup(
+    tmp_path: Path, signum: signal.Signals, code: int, during: str
 ) -> None:
+    """Stopped while the model answers, or while a server's tool is running."""
     workdir = _workdir(tmp_path, {"notes": _stdio(tmp_path)})
-    script = parse_script(
-        {"name": "slow", "turns": [{"fault": "slow", "seconds": 30}, {"text": "late"}]},
-        source="test",
+    first = (
+        {"fault": "slow", "seconds": 30}
+        if during == "model"
+        else _call("mcp__notes__hang", {"seconds": 30})
     )
+    script = parse_script({"name": "stop", "turns": [first, {"text": "late"}]}, source="test")
+    trace = tmp_path / "t.jsonl"
     with MessagesServer(script) as server:
         env = _environment(
             tmp_path, ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url
         )
+        command = ["run", "Wait", "--workdir", str(workdir), "--trace", str(trace), "--yes"]
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "run",
-                "Wait",
-                "--workdir",
-                str(workdir),
-                "--trace",
-                str(tmp_path / "t.jsonl"),
-                "--yes",
-                "--trust",
-            ],
+            [sys.executable, "-m", "orchestrator", *command, "--trust"],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -328,8 +328,12 @@ def test_the_servers_are_gone_after_ctrl_c_and_sigterm(
         )
         try:
             deadline = time.monotonic() + TIMEOUT
-            while not server.requests and process.poll() is None:
-                assert time.monotonic() < deadline, "the request never arrived"
+            waiting = "started stdio" if during == "model" else "hang "
+            while not (
+                server.requests and any(line.startswith(waiting) for line in _calls(tmp_path))
+            ):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the run never got there"
                 time.sleep(0.05)
             assert _survivors(tmp_path), "the server should be running during the run"
             process.send_signal(signum)
@@ -341,6 +345,8 @@ def test_the_servers_are_gone_after_ctrl_c_and_sigterm(
     assert process.returncode == code, stderr
     assert "Traceback" not in stderr
     assert _survivors(tmp_path) == []
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert events[-1]["event"] == "run.finished"
 
 
 @pytest.fixture
