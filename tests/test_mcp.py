@@ -473,3 +473,43 @@ def test_mcp_list_shows_each_server_how_it_started_and_its_tools(tmp_path: Path)
     assert "started, 6 tools" in trusted.stdout
     assert "did not start: cannot run" in trusted.stdout and trusted.returncode == 1
     assert _survivors(tmp_path) == []
+
+
+def test_on_a_terminal_the_question_covers_mcp_json_and_a_yes_is_recorded(tmp_path: Path) -> None:
+    import pexpect
+
+    workdir = _workdir(tmp_path, {"notes": _stdio(tmp_path)})
+    script = parse_script(
+        {"name": "ask", "turns": [{"text": "hi"}, {"text": "again"}]}, source="test"
+    )
+    with MessagesServer(script) as server:
+        env = _environment(
+            tmp_path, ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url
+        )
+        args = ["-m", "orchestrator", "run", "Hi", "--workdir", str(workdir), "--yes", "--quiet"]
+        child = pexpect.spawn(
+            sys.executable,
+            [*args, "--trace", str(tmp_path / "a.jsonl")],
+            env=env,
+            encoding="utf-8",
+            timeout=TIMEOUT,
+        )
+        child.expect_exact("starts MCP servers (notes)")
+        child.expect_exact("Do you trust the files in this folder")
+        child.sendline("y")
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0, child.before
+        # Recorded: the next run, with no terminal to ask on, starts the server as well.
+        again = subprocess.run(
+            [sys.executable, *args, "--trace", str(tmp_path / "b.jsonl")],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    assert again.returncode == 0, again.stderr
+    assert _calls(tmp_path) == ["started stdio", "started stdio"]
+    assert TrustStore(trust_file(env)).trusts(workdir)
