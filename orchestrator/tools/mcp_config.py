@@ -237,11 +237,13 @@ def _server(
         raise McpConfigError(f"{where}: type must be a string, got {_kind(kind)}")
     if kind not in ("stdio", "http"):
         # Another client's transport (sse, ws): not started here, but not an error in the file.
+        shown = entry.get("url") or entry.get("command")
         return McpServerConfig(
             name,
             origin,
             project,
             "stdio",
+            command=f"{kind} {shown}" if isinstance(shown, str) else kind,
             unusable=f"type {kind!r} is not supported here (stdio and http are)",
         )
     if kind == "http":
