@@ -305,8 +305,8 @@ class McpServers:
                 connection,
                 remote,
                 "crashed",
-                f"Error: {label}: MCP server {name!r} stopped during the call; its tools are "
-                "unavailable for the rest of this run",
+                f"Error: {label}: MCP server {name!r} has stopped; its tools are unavailable "
+                "for the rest of this run",
             )
         if isinstance(error, MCPError):
             return self._error(
