@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import mcp.types as types
 import pytest
 
 from orchestrator.context.tokens import estimate_tokens
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
+from orchestrator.tools.mcp import _rendered
 from orchestrator.trust import TrustStore, trust_file
 
 TIMEOUT = 60
@@ -513,3 +515,38 @@ def test_on_a_terminal_the_question_covers_mcp_json_and_a_yes_is_recorded(tmp_pa
     assert again.returncode == 0, again.stderr
     assert _calls(tmp_path) == ["started stdio", "started stdio"]
     assert TrustStore(trust_file(env)).trusts(workdir)
+
+
+def test_text_is_passed_on_and_other_content_is_summarised_in_one_line_each() -> None:
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="hello"),
+            types.ImageContent(type="image", data="aGVsbG8=", mime_type="image/png"),
+            types.ResourceLink(type="resource_link", uri="file:///a.txt", name="a"),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.TextResourceContents(uri="file:///b.txt", text="inside b"),
+            ),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(
+                    uri="file:///c.bin", blob="AAAA", mime_type="application/zip"
+                ),
+            ),
+        ]
+    )
+    text = _rendered(result, "mcp__s__t").text
+    assert text.splitlines() == [
+        "hello",
+        "[image image/png, 6 bytes, not shown]",
+        "[resource link file:///a.txt (a)]",
+        "inside b",
+        "[resource file:///c.bin: application/zip]",
+    ]
+    failed = _rendered(
+        types.CallToolResult(content=[types.TextContent(type="text", text="no")], is_error=True),
+        "mcp__s__t",
+    )
+    assert failed.is_error and failed.text == "Error: mcp__s__t reported an error: no"
+    structured = types.CallToolResult(content=[], structured_content={"n": 1})
+    assert _rendered(structured, "mcp__s__t").text == '{"n": 1}'
