@@ -262,8 +262,9 @@ def _mcp_servers(workdir: Path, *, trust: bool) -> tuple[tuple[McpServerConfig, 
         project = [server for server in servers if server.project]
         if trust or not project or store.trusts(workdir):
             return servers, True
+        untrusted = load_servers(workdir, user_config_path(), trusted=False)
         if not sys.stdin.isatty():
-            return servers, False  # the run says so in one line as it starts
+            return untrusted, False  # the run says so in one line as it starts
         files = ", ".join(dict.fromkeys(server.origin for server in project))
         changed = (
             " It changed since you trusted this folder."
@@ -276,7 +277,7 @@ def _mcp_servers(workdir: Path, *, trust: bool) -> tuple[tuple[McpServerConfig, 
             f"Do you trust the files in this folder ({workdir.resolve()})?"
         )
         if not click.confirm(question, default=False, err=True):
-            return servers, False
+            return untrusted, False
         store.add(workdir)
         return servers, True
     except (McpConfigError, TrustError) as error:

@@ -86,8 +86,8 @@ def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]
     from orchestrator.trust import TrustError, TrustStore, trust_file
 
     try:
-        servers = load_servers(workdir, user_config_path())
         trusted = TrustStore(trust_file()).trusts(workdir)
+        servers = load_servers(workdir, user_config_path(), trusted=trusted)
     except (McpConfigError, TrustError) as error:
         say(f"mcp servers: {error}")
         return False

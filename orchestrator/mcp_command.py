@@ -46,8 +46,8 @@ def list_servers(workdir: Path, trust: bool) -> int:
     """Start each configured server, list its tools, and stop it again."""
     try:
         timeout = load_config(workdir, trusted=True).mcp_timeout
-        servers = load_servers(workdir, user_config_path())
         trusted = trust or TrustStore(trust_file()).trusts(workdir)
+        servers = load_servers(workdir, user_config_path(), trusted=trusted)
     except (ConfigError, McpConfigError, TrustError) as error:
         raise _InputError(str(error)) from None
     if not servers:

@@ -59,6 +59,15 @@ def test_the_nearest_file_wins_a_shared_name_and_the_user_s_file_is_not_the_proj
     assert (a.command, a.project) == ("user-a", False)
     assert (b.command, b.args, b.project) == ("toml-b", ("x",), True)
     assert (c.command, c.project) == ("json-c", True)
+    # Untrusted, the project's files cannot take over the user's own server's name.
+    _write_json(project, {"c": {"command": "json-c"}, "a": {"command": "repo-a"}})
+    assert load_servers(project, user)[0].command == "repo-a"
+    untrusted = load_servers(project, user, trusted=False)
+    assert [(s.name, s.command) for s in untrusted] == [
+        ("a", "user-a"),
+        ("b", "user-b"),
+        ("c", "json-c"),
+    ]
     # The settings loader leaves the table to this module instead of calling it unknown.
     assert load_config(project, env={}, user_file=False).max_rounds == 5
 

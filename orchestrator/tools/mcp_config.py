@@ -140,17 +140,21 @@ def mcp_secret_values(
     return found
 
 
-def load_servers(workdir: Path, user_file: Path | None) -> tuple[McpServerConfig, ...]:
+def load_servers(
+    workdir: Path, user_file: Path | None, *, trusted: bool = True
+) -> tuple[McpServerConfig, ...]:
     """Every configured server, nearest file winning a shared name, in the order first named.
 
-    ``user_file`` is the user's ``config.toml`` (None leaves it out). Raises
+    ``user_file`` is the user's ``config.toml`` (None leaves it out). In an untrusted folder
+    (``trusted=False``) the project's files cannot take a name from the user's file: a clone
+    must not switch off the user's own server by naming one like it. Raises
     :class:`McpConfigError` for a malformed file or two names that become the same tool prefix.
     """
-    found: dict[str, McpServerConfig] = {}
-    if user_file is not None:
-        found.update(_from_toml(user_file, project=False))
-    found.update(_from_toml(workdir / PROJECT_TOML, project=True))
-    found.update(_from_json(workdir / MCP_JSON))
+    user = _from_toml(user_file, project=False) if user_file is not None else {}
+    project = {**_from_toml(workdir / PROJECT_TOML, project=True), **_from_json(workdir / MCP_JSON)}
+    found = {**user, **project}
+    if not trusted:
+        found = {**user, **{name: s for name, s in project.items() if name not in user}}
     _check_prefixes(found.values())
     return tuple(found.values())
 
