@@ -30,6 +30,10 @@ class ConfigError(Exception):
     """A setting with a wrong value; ``str()`` is one line naming it."""
 
 
+class SettingsError(ConfigError):
+    """A setting, file or flag that cannot work here (the CLI: one line, exit 2)."""
+
+
 def _positive_int(value: object) -> int:
     number = _integer(value)
     if number < 1:
@@ -185,6 +189,14 @@ def _tool_list(value: object) -> tuple[str, ...]:
     for name in names:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", name):
             raise ValueError(f"tool names (letters, digits, _ and -), and {name!r} is not one")
+    return names
+
+
+def _module_list(value: object) -> tuple[str, ...]:
+    names = _list_of(value, ",", "module names")
+    for name in names:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name):
+            raise ValueError(f"dotted module names, and {name!r} is not one")
     return names
 
 
@@ -396,6 +408,14 @@ SETTINGS: tuple[_Setting, ...] = (
         help="Tools that run without asking, e.g. mcp__docs__search (comma-separated).",
     ),
     _Setting(
+        "tools",
+        _module_list,
+        (),
+        ("ORCHESTRATOR_TOOLS",),
+        help="Python modules whose @tool functions the model gets, e.g. mypkg.agent_tools "
+        "(comma-separated; a project file's need trust).",
+    ),
+    _Setting(
         "price_per_mtok",
         _prices,
         None,
@@ -464,6 +484,8 @@ def widens(name: str, value: object, baseline: object = _NO_VALUE) -> bool:
     if name in ("max_processes", "max_memory"):
         return isinstance(value, int) and isinstance(baseline, int) and value > baseline
     if name == "auto_approve":  # asks about less than the user's own file does
+        return isinstance(value, tuple) and not set(value) <= set(baseline or ())  # type: ignore[call-overload]
+    if name == "tools":  # importing a module runs its code, outside the sandbox
         return isinstance(value, tuple) and not set(value) <= set(baseline or ())  # type: ignore[call-overload]
     return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
 
@@ -542,6 +564,7 @@ def load_config(
     *,
     user_file: bool = True,
     trusted: bool = True,
+    label: Callable[[str], str] | None = None,
 ) -> Config:
     """Resolve every setting; flags with the value None count as not given.
 
@@ -561,7 +584,7 @@ def load_config(
         candidates: list[tuple[str, object]] = []
         flag = (flags or {}).get(setting.name)
         if flag is not None:
-            candidates.append((setting.flag, flag))
+            candidates.append((setting.flag if label is None else label(setting.name), flag))
         candidates.extend((var, env[var]) for var in setting.env if env.get(var))
         if setting.name in file_values:
             candidates.append((f"{file_name} [{setting.name}]", file_values[setting.name]))

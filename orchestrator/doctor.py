@@ -79,8 +79,8 @@ def report(workdir: Path, config: Config, say: Callable[[str], None]) -> int:
 
 def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]) -> bool:
     """Start each configured MCP server once; whether every one that may start did."""
+    from orchestrator.cli.mcp import status_lines, status_ok
     from orchestrator.config import user_config_path
-    from orchestrator.mcp_command import status_lines, status_ok
     from orchestrator.tools.mcp import check_servers
     from orchestrator.tools.mcp_config import McpConfigError, load_servers
     from orchestrator.trust import TrustError, TrustStore, trust_file

@@ -458,7 +458,7 @@ def test_demo_refactors_hello_and_its_test_passes(tmp_path: Path) -> None:
 def test_the_demo_prints_commands_a_person_can_paste(monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from orchestrator.cli import _how_i_was_called
+    from orchestrator.cli._common import how_i_was_called as _how_i_was_called
 
     monkeypatch.setattr(sys, "argv", [".venv/bin/orchestrator", "demo"])
     monkeypatch.setattr(shutil, "which", lambda _name: None)

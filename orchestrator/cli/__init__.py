@@ -1,0 +1,85 @@
+"""The command-line interface: one module per command group, each a client of :mod:`agent`.
+
+Exit codes (see :mod:`orchestrator.report`): 0 done, 1 run failed, 2 usage or input error,
+3 done but side-effecting calls were refused, 130 interrupted, 143 terminated (SIGTERM),
+129 hung up (SIGHUP). A person's mistake (a bad flag, a missing file, a wrong setting) is one
+line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from orchestrator.cli._common import CONTEXT_SETTINGS, USAGE_ERROR, InputError
+from orchestrator.cli.chat import chat
+from orchestrator.cli.diagnose import doctor, show_config
+from orchestrator.cli.diagram import diagram
+from orchestrator.cli.mcp import mcp_group
+from orchestrator.cli.run import demo, resume, run
+from orchestrator.cli.sessions import replay, sessions, show
+from orchestrator.config import ConfigError
+from orchestrator.eval.command import eval_group
+from orchestrator.signals import stop_signals_interrupt
+
+__all__ = ["InputError", "cli", "main"]
+
+
+class _Group(click.Group):
+    """Bare ``orchestrator`` prints the help and exits 0 (click 8.2+ would call it an error)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args:
+            click.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
+@click.version_option(package_name="orchestrator")
+def cli() -> None:
+    """Keep a coding agent on course with a guarded todo board and an auditing loop."""
+
+
+for _command in (
+    run,
+    resume,
+    chat,
+    demo,
+    replay,
+    diagram,
+    eval_group,
+    mcp_group,
+    show_config,
+    sessions,
+    show,
+    doctor,
+):
+    cli.add_command(_command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: run the CLI and turn every outcome into an exit code."""
+    from orchestrator.script import ScriptError
+
+    with stop_signals_interrupt() as stopped:
+        try:
+            code = cli.main(args=argv, prog_name="orchestrator", standalone_mode=False, obj=stopped)
+        except click.exceptions.Abort:
+            name = {129: "hung up", 143: "terminated"}.get(stopped.exit_code, "interrupted")
+            click.echo(f"orchestrator: {name}", err=True)
+            sys.exit(stopped.exit_code)
+        except click.exceptions.Exit as done:
+            sys.exit(done.exit_code)
+        except click.ClickException as error:
+            hint = ""
+            if isinstance(error, click.UsageError) and error.ctx is not None:
+                hint = f" (see: {error.ctx.command_path} --help)"
+            click.echo(f"orchestrator: error: {error.format_message()}{hint}", err=True)
+            sys.exit(USAGE_ERROR)
+        except (ScriptError, ConfigError) as error:
+            click.echo(f"orchestrator: error: {error}", err=True)
+            sys.exit(USAGE_ERROR)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,51 @@
+"""``chat``: talk to the agent turn by turn; the plan persists across turns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from orchestrator import report
+from orchestrator.cli._common import (
+    CONTEXT_SETTINGS,
+    anthropic_model,
+    new_session,
+    options_from_flags,
+    run_options,
+    stopped_record,
+)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@run_options
+def chat(**kwargs: Any) -> int:
+    """Talk to the agent turn by turn; the plan persists across turns.
+
+    Enter sends; Alt-Enter or Esc Enter starts a new line; a paste is one message. Ctrl-C stops
+    the turn; Ctrl-C at an empty prompt, Ctrl-D or /exit leaves.
+    """
+    from orchestrator.chat import ChatSession, run_chat
+    from orchestrator.sessions import state_dir
+
+    options = options_from_flags(**kwargs)
+    session = new_session(options, anthropic_model(options))
+    stopped = stopped_record()
+
+    def report_now() -> report.RunReport:
+        return session.report_for(None, stopped.exit_code if stopped else report.EXIT_INTERRUPTED)
+
+    return run_chat(
+        ChatSession(
+            run_turn=session.turn,
+            board=session.board,
+            model=lambda: session.model_name,
+            set_model=session.set_model,
+            clear=session.clear,
+            close=session.close,
+            cost_line=lambda: report_now().cost_line(),
+            farewell=lambda: report_now().closing_lines() if session.trace_path else [],
+            stopped=stopped,
+        ),
+        history=state_dir() / "chat_history",
+    )

@@ -1,0 +1,92 @@
+"""``sessions``, ``show`` and ``replay``: what past runs did, read back from their traces."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from orchestrator.cli._common import CONTEXT_SETTINGS, InputError, read_trace
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Only this work directory's sessions.  [default: every work directory]",
+)
+@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, help="How many to list.")
+def sessions(workdir: Path | None, limit: int) -> int:
+    """List recent sessions, newest first: time, status, rounds, cost, workdir, task, trace."""
+    from orchestrator.config import ConfigError, load_config
+    from orchestrator.sessions import print_sessions
+
+    try:
+        prices = load_config(workdir or Path(".")).price_per_mtok
+    except ConfigError as error:
+        raise InputError(str(error)) from None
+    print_sessions(workdir, limit, prices)
+    return 0
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--round",
+    "round_number",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Only this round.  [default: every round]",
+)
+@click.option("--full", is_flag=True, help="Show tool inputs and outputs whole, not clipped.")
+def show(trace: Path, round_number: int | None, full: bool) -> int:
+    """Print what happened in TRACE: the model's text, tool calls and results, plan, reminders."""
+    from orchestrator.transcript import TranscriptError, print_transcript
+
+    try:
+        print_transcript(read_trace(trace), round_number=round_number, full=full)
+    except TranscriptError as error:
+        raise InputError(str(error)) from None
+    return 0
+
+
+@click.command()
+@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--check", is_flag=True, help="Print nothing; exit 1 at the first divergence.")
+@click.option("--json", "as_json", is_flag=True, help="Print the timeline as JSON.")
+def replay(trace: Path, check: bool, as_json: bool) -> int:
+    """Re-drive fresh plan and loop machines from TRACE and check it comes out the same."""
+    from orchestrator.console import print_timeline
+    from orchestrator.replay import Replay, TraceError
+
+    parsed = read_trace(trace)
+    replayer = Replay(parsed, timeline=not check)
+    try:
+        divergence = replayer.check()
+    except TraceError as error:
+        raise InputError(str(error)) from None
+    if check:
+        if divergence is not None:
+            click.echo(f"orchestrator: replay diverged at {divergence}", err=True)
+        return 0 if divergence is None else 1
+    for warning in parsed.warnings:
+        click.echo(f"orchestrator: warning: {warning}", err=True)
+    if as_json:
+        document = {
+            "trace": str(trace),
+            "ok": divergence is None,
+            "divergence": None if divergence is None else str(divergence),
+            "unknown_events": parsed.unknown_events,
+            "truncated_tail": parsed.truncated_tail,
+            "timeline": [row.as_dict() for row in replayer.timeline],
+        }
+        click.echo(json.dumps(document, indent=2))
+    else:
+        print_timeline(replayer.timeline)
+        if divergence is None:
+            click.echo("replay: every transition and reminder came out the same")
+    if divergence is not None:
+        click.echo(f"orchestrator: replay diverged at {divergence}", err=True)
+    return 0 if divergence is None else 1
