@@ -220,6 +220,8 @@ class Session:
     extra_sinks: tuple[EventSink, ...] = ()
     #: The caller's own tools (``@tool`` functions, anything with the tool protocol).
     extra_tools: tuple[Tool, ...] = ()
+    #: Whether the model gets the todo tool (an eval's no-board arm does not).
+    board_tool: bool = True
     closing: bool = True
     #: Where a person's one-line notices go (warnings, the sandbox chosen).
     notice: Callable[[str], None] = _stderr
@@ -465,10 +467,11 @@ class Session:
         workdir = Workdir(
             self.options.workdir, confined=sandbox.confined, has_bash=not config.deny_bash
         )
-        tools: list[Tool] = [
-            *standard_tools(workdir, bash=not config.deny_bash, sandbox=sandbox),
-            TodoTool(self.board),
-        ]
+        tools: list[Tool] = list(
+            standard_tools(workdir, bash=not config.deny_bash, sandbox=sandbox)
+        )
+        if self.board_tool:
+            tools.append(TodoTool(self.board))
         if config.deny_bash:
             from orchestrator.list_files import ListFilesTool
 
@@ -478,7 +481,10 @@ class Session:
         policy = None if config.approval == "auto" else self.approval
         self._start_mcp()
         sources: list[ToolSource] = [] if self.mcp is None else [self.mcp]
-        return ToolRegistry(tools, approver=policy, secrets=tuple(secrets), sources=sources)
+        try:
+            return ToolRegistry(tools, approver=policy, secrets=tuple(secrets), sources=sources)
+        except ValueError as error:  # a tool of the caller's named like a built-in one
+            raise SettingsError(f"tools: {error}") from None
 
 
 def _configured_tools(config: Config) -> list[Tool]:
@@ -657,6 +663,11 @@ class _SilentView:
 
     def paused(self) -> nullcontext[None]:
         return nullcontext()
+
+
+def silent_view() -> View:
+    """A console that shows nothing (an embedded agent, an eval's runs)."""
+    return _SilentView()
 
 
 def _api_label(name: str) -> str:

@@ -31,17 +31,16 @@ from typing import Any
 
 import attrs
 
+from orchestrator.config import SettingsError, load_config
 from orchestrator.eval.arms import Arm, system_for
 from orchestrator.eval.scripted import SCRIPTED_MODELS, scripted_model
 from orchestrator.eval.suite import Task
 from orchestrator.guard import canonical_call
-from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings
-from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
-from orchestrator.protocols import JSONObject, Model, ModelError, ModelTurn
-from orchestrator.tools import ToolRegistry, Workdir, scrub_environment, standard_tools
+from orchestrator.loop import DEFAULT_SYSTEM, LoopSettings, RunOutcome
+from orchestrator.plan import EdgePolicy, PlanBoard
+from orchestrator.protocols import JSONObject, Model, ModelError, ModelLimits, ModelTurn
+from orchestrator.tools import scrub_environment
 from orchestrator.tools.sandbox import Limits as SandboxLimits
-from orchestrator.tools.sandbox import SandboxPolicy, choose_sandbox
-from orchestrator.trace import open_trace, secrets_from_environment
 
 #: Kept of a check's output in the result row: enough to see why it failed.
 CHECK_OUTPUT_LIMIT = 2000
@@ -211,6 +210,14 @@ class BoundedModel:
     def cost(self) -> float:
         return self._limits.pricing.cost(self._usage)
 
+    def limits(self, model: str) -> ModelLimits:
+        """The inner client's answer from the Models API, so the window is the real one."""
+        ask = getattr(self._inner, "limits", None)
+        if ask is None:
+            raise ModelError(f"the {type(self._inner).__name__} client has no Models API to ask")
+        limits: ModelLimits = ask(model)
+        return limits
+
     def respond(self, request: Mapping[str, Any], on_text: Callable[[str], None]) -> ModelTurn:
         if self._stop is not None and self._stop.is_set():
             self.aborted = "the eval was interrupted"
@@ -255,21 +262,7 @@ def _execute_run(spec: RunSpec, stop: threading.Event | None) -> JSONObject:
         started = time.monotonic()
         model = BoundedModel(_model_for(spec), spec.limits, stop=stop)
         tally = TraceTally()
-        board = PlanBoard(
-            limit=spec.harness.plan_limit,
-            policy=EdgePolicy(arm.plan_policy or spec.harness.plan_policy),
-        )
-        with open_trace(
-            Path(spec.trace), secrets=secrets_from_environment(), sinks=[tally]
-        ) as trace:
-            loop = Loop(
-                model=model,
-                tools=_registry(spec, workdir, board),
-                plan=board,
-                log=trace.log,
-                settings=_settings(spec, workdir),
-            )
-            outcome = loop.run(task.prompt)
+        outcome = _session(spec, workdir, model, tally)
         if model.aborted is not None:
             raise RunAborted(f"{'/'.join(map(str, spec.key))}: {model.aborted}")
         _write_files(workdir, task.check_files)
@@ -447,17 +440,51 @@ def _model_for(spec: RunSpec) -> Model:
     )
 
 
-def _registry(spec: RunSpec, workdir: Path, board: PlanBoard) -> ToolRegistry:
-    harness = spec.harness
-    # auto falls back to workdir quietly here; `eval` refuses an unusable bwrap up front.
-    limits = SandboxLimits.from_settings(harness.max_processes, harness.max_memory)
-    sandbox = choose_sandbox(harness.sandbox, SandboxPolicy(workdir, limits=limits)).sandbox
-    root = Workdir(workdir, confined=sandbox.confined)
-    tools = standard_tools(root, bash=not harness.deny_bash, sandbox=sandbox)
-    if spec.arm.board:
-        tools.append(TodoTool(board))
-    # No approver: an eval runs unattended, as ``run --yes`` does, in a throwaway workdir.
-    return ToolRegistry(tools)
+def _session(spec: RunSpec, workdir: Path, model: Model, tally: TraceTally) -> RunOutcome:
+    """Run the task through the same session wiring as ``orchestrator run`` (the API's)."""
+    from orchestrator.agent import RunOptions, Session, silent_view
+
+    harness, arm = spec.harness, spec.arm
+    flags = {
+        "model": spec.model.name,
+        "max_tokens": spec.limits.max_tokens,
+        "reminder_threshold": arm.reminder_threshold or harness.reminder_threshold,
+        "plan_limit": harness.plan_limit,
+        "plan_policy": arm.plan_policy or harness.plan_policy,
+        # No approver: an eval runs unattended, as ``run --yes`` does, in a throwaway workdir.
+        "approval": "auto",
+        # auto falls back to workdir quietly here; `eval` refuses an unusable bwrap up front.
+        "sandbox": harness.sandbox,
+        "deny_bash": harness.deny_bash,
+        "max_processes": harness.max_processes,
+        "max_memory": harness.max_memory,
+    }
+    config = load_config(workdir, flags, env={}, user_file=False)
+    trace = Path(spec.trace)
+    trace.parent.mkdir(parents=True, exist_ok=True)
+    trace.unlink(missing_ok=True)  # an earlier attempt's, cut off before it was recorded
+    session = Session(
+        RunOptions(workdir.resolve(), config, trace=trace),
+        model,
+        board=PlanBoard(limit=config.plan_limit, policy=EdgePolicy(config.plan_policy)),
+        board_tool=arm.board,
+        settings=_settings(spec, workdir),
+        extra_sinks=(tally,),
+        view=silent_view(),
+        say=_nowhere,
+        notice=_nowhere,
+        interactive=False,
+    )
+    try:
+        return session.turn(spec.task.prompt)
+    except SettingsError as error:
+        raise RunAborted(f"{'/'.join(map(str, spec.key))}: {error}") from None
+    finally:
+        session.close()
+
+
+def _nowhere(_text: str) -> None:
+    pass
 
 
 def _settings(spec: RunSpec, workdir: Path) -> LoopSettings:
