@@ -58,10 +58,34 @@ ITEM_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
         "dest": "in_progress",
         "conditions": ["no_other_item_in_progress", "dependencies_completed"],
     },
-    {"trigger": "complete", "source": "in_progress", "dest": "completed"},
-    {"trigger": "pause", "source": "in_progress", "dest": "pending"},
-    {"trigger": "cancel", "source": ["pending", "in_progress"], "dest": "cancelled"},
+    {
+        "trigger": "complete",
+        "source": "in_progress",
+        "dest": "completed",
+        "conditions": ["held_by_actor"],
+    },
+    {
+        "trigger": "pause",
+        "source": "in_progress",
+        "dest": "pending",
+        "conditions": ["held_by_actor"],
+    },
+    {
+        "trigger": "cancel",
+        "source": ["pending", "in_progress"],
+        "dest": "cancelled",
+        "conditions": ["held_by_actor"],
+    },
+    # A shared board's claim whose owner stopped renewing its lease (the agent died).
+    {
+        "trigger": "expire",
+        "source": "in_progress",
+        "dest": "pending",
+        "conditions": ["lease_expired"],
+    },
 )
+#: Edges only a shared board's store takes (never a move the model is advised to make).
+STORE_TRIGGERS = frozenset({"expire"})
 
 _STATUS_OF = {str(status): status for status in Status}
 _Choice = TypeVar("_Choice", Status, Priority)
@@ -323,7 +347,9 @@ class ItemMachine(Machine):
 
     def __init__(self) -> None:
         super().__init__(model=None, **item_machine_options())
-        self._paths = _shortest_paths(ITEM_TRANSITIONS)
+        self._paths = _shortest_paths(
+            t for t in ITEM_TRANSITIONS if t["trigger"] not in STORE_TRIGGERS
+        )
 
     def path(self, src: Status, dst: Status) -> tuple[str, ...] | None:
         """The shortest trigger sequence from ``src`` to ``dst``, or None when there is none."""
@@ -334,7 +360,7 @@ class ItemMachine(Machine):
         return tuple(
             (trigger, Status(dst))
             for source, trigger, dst in table_edges(ITEM_TRANSITIONS)
-            if source == src
+            if source == src and trigger not in STORE_TRIGGERS
         )
 
 
@@ -393,6 +419,13 @@ class _ItemModel:
 
     def dependencies_completed(self, event: EventData) -> bool:
         return not self.board._unfinished(self)
+
+    def held_by_actor(self, event: EventData) -> bool:
+        # A board of one agent has no owners: whoever writes to it holds every item.
+        return True
+
+    def lease_expired(self, event: EventData) -> bool:
+        return False  # no leases on a board of one agent
 
     def record_transition(self, event: EventData) -> None:
         assert event.transition is not None  # after_state_change only runs on a transition

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import click
 
 from orchestrator.cli._common import CONTEXT_SETTINGS, USAGE_ERROR, InputError
+from orchestrator.cli.board import board_group
 from orchestrator.cli.chat import chat
 from orchestrator.cli.diagnose import doctor, show_config
 from orchestrator.cli.diagram import diagram
@@ -52,6 +53,7 @@ for _command in (
     diagram,
     eval_group,
     mcp_group,
+    board_group,
     show_config,
     sessions,
     show,

@@ -1,0 +1,195 @@
+"""``orchestrator board``: a shared board for people and scripts (show, add, claim, log, check).
+
+Each subcommand takes the board's URL first (``sqlite:///PATH``, a ``.db`` path, or
+``postgresql://…``) and ``--json`` for scripts. Bad input is one line and exit 2; ``claim``
+exits 4 when nothing is claimable; ``check`` exits 1 at the first violation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from orchestrator.cli._common import CONTEXT_SETTINGS, InputError
+
+if TYPE_CHECKING:
+    from orchestrator.board.store import BoardItem, BoardStore
+
+#: ``board claim`` found nothing to claim.
+EXIT_NOTHING_CLAIMABLE = 4
+
+_url = click.argument("url", metavar="URL")
+_as_json = click.option("--json", "as_json", is_flag=True, help="One JSON object (or line) out.")
+_agent = click.option("--agent", required=True, help="The agent (a name) doing this.")
+
+
+@contextmanager
+def _store(url: str) -> Iterator[BoardStore]:
+    from orchestrator.board.store import BoardError
+    from orchestrator.board.stores import BoardUrlError, open_store
+
+    try:
+        store = open_store(url)
+    except BoardUrlError as error:
+        raise InputError(str(error)) from None
+    try:
+        yield store
+    except BoardError as error:
+        raise InputError(str(error)) from None
+    finally:
+        store.close()
+
+
+def _line(item: BoardItem) -> str:
+    from orchestrator.plan import Status
+
+    marker = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
+    notes = []
+    if item.owner and item.status in (Status.IN_PROGRESS, Status.COMPLETED):
+        notes.append(item.owner)
+    if item.blocked_by:
+        notes.append("blocked by " + ", ".join(f"#{b}" for b in item.blocked_by))
+    shown = f"  ({'; '.join(notes)})" if notes else ""
+    return f"{marker[item.status.value]} #{item.id}: {item.text}{shown}"
+
+
+def _say_item(item: BoardItem, as_json: bool) -> None:
+    click.echo(json.dumps(item.as_dict(), ensure_ascii=False) if as_json else _line(item))
+
+
+@click.group(name="board", context_settings=CONTEXT_SETTINGS)
+def board_group() -> None:
+    """A shared board several agents work: show, add, claim, complete, release, log, check."""
+
+
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@_as_json
+def show(url: str, as_json: bool) -> int:
+    """Every item with its status, owner, blockers and lease."""
+    from orchestrator.board.store import items_as_json
+
+    with _store(url) as store:
+        items = store.items()
+    if as_json:
+        click.echo(json.dumps({"board": url, "items": items_as_json(items)}, ensure_ascii=False))
+        return 0
+    if not items:
+        click.echo("No todos.")
+        return 0
+    for item in items:
+        click.echo(_line(item))
+    done = sum(item.status.value == "completed" for item in items)
+    click.echo(f"\n({done}/{len(items)} completed)")
+    return 0
+
+
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@click.argument("text")
+@click.option(
+    "--blocked-by", multiple=True, metavar="ID", help="An item this one waits for (repeatable)."
+)
+@click.option("--agent", default=None, help="Who adds it (recorded in the log).")
+@_as_json
+def add(url: str, text: str, blocked_by: tuple[str, ...], agent: str | None, as_json: bool) -> int:
+    """Add a pending item and print its id."""
+    with _store(url) as store:
+        item = store.add(text, agent=agent, blocked_by=blocked_by)
+    click.echo(json.dumps(item.as_dict(), ensure_ascii=False) if as_json else item.id)
+    return 0
+
+
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@click.argument("item_id", metavar="[ID]", required=False)
+@_agent
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    help="Seconds the claim holds unless renewed (claiming it again renews it).",
+)
+@_as_json
+def claim(url: str, item_id: str | None, agent: str, lease: float, as_json: bool) -> int:
+    """Claim the next ready item (or ID) for AGENT; exit 4 when nothing is claimable."""
+    from orchestrator.board.store import NothingClaimable
+
+    with _store(url) as store:
+        try:
+            item = store.claim(agent, lease=lease, item_id=item_id)
+        except NothingClaimable as nothing:
+            if as_json:
+                click.echo(json.dumps({"claimed": None, "reason": nothing.reason}))
+            click.echo(f"orchestrator: {nothing}", err=True)
+            return EXIT_NOTHING_CLAIMABLE
+    _say_item(item, as_json)
+    return 0
+
+
+def _mover(name: str, doc: str, act: Callable[[BoardStore, str, str], BoardItem]) -> None:
+    @board_group.command(name=name, context_settings=CONTEXT_SETTINGS, help=doc)
+    @_url
+    @click.argument("item_id", metavar="ID")
+    @_agent
+    @_as_json
+    def command(url: str, item_id: str, agent: str, as_json: bool) -> int:
+        with _store(url) as store:
+            item = act(store, item_id, agent)
+        _say_item(item, as_json)
+        return 0
+
+
+_mover(
+    "complete",
+    "Mark ID completed; only the agent holding it may.",
+    lambda store, item_id, agent: store.complete(item_id, agent=agent),
+)
+_mover(
+    "release",
+    "Give ID back (pending, owned by no one); only the agent holding it may.",
+    lambda store, item_id, agent: store.release(item_id, agent=agent),
+)
+
+
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@_as_json
+def log(url: str, as_json: bool) -> int:
+    """The board's log: one JSON object a line (seq, ts, agent, item, src, dst, trigger)."""
+    with _store(url) as store:
+        for entry in store.log():
+            click.echo(json.dumps(entry.as_dict(), ensure_ascii=False))
+    return 0
+
+
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@_as_json
+def check(url: str, as_json: bool) -> int:
+    """Replay the log through fresh item machines; exit 1 at the first broken rule."""
+    from orchestrator.board.check import check_log
+
+    with _store(url) as store:
+        items, entries = store.snapshot()
+    violation = check_log(entries, items)
+    if as_json:
+        document: dict[str, Any] = {
+            "ok": violation is None,
+            "entries": len(entries),
+            "items": len(items),
+            "violation": None
+            if violation is None
+            else {"seq": violation.seq, "message": violation.message},
+        }
+        click.echo(json.dumps(document))
+    elif violation is None:
+        click.echo(f"board check: {len(entries)} log lines, {len(items)} items: every rule held")
+    if violation is not None:
+        click.echo(f"orchestrator: board check failed at {violation}", err=True)
+        return 1
+    return 0
