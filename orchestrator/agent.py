@@ -438,6 +438,10 @@ class Session:
     def close(self) -> None:
         if self.mcp is not None:  # before the trace: stopping may still log
             self.mcp.close()
+        if self.options.config.board is not None:
+            from orchestrator.board_file import release_board
+
+            release_board(Path(self.options.config.board))
         if self._trace is not None:
             self._trace.close()
             self._trace = None

@@ -9,6 +9,7 @@ corrupt, is refused with one line saying so: it is never silently replaced by an
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -44,7 +45,12 @@ def open_board(
     policy: EdgePolicy,
     on_write_error: Callable[[str], None],
 ) -> PlanBoard:
-    """A board loaded from ``path`` (empty when there is no file yet) that keeps the file."""
+    """A board loaded from ``path`` (empty when there is no file yet) that keeps the file.
+
+    The file has one live writer: a second run on it is refused (:func:`lock_board`) rather
+    than left to overwrite the first one's updates.
+    """
+    lock_board(path)
     items = load_items(path)
     try:
         board = PlanBoard(limit=limit, policy=policy, initial=items)
@@ -54,6 +60,53 @@ def open_board(
     save_items(path, [item.as_dict() for item in board.items])
     keep_file(board, path, on_write_error)
     return board
+
+
+#: The board files this process holds the lock of: path → the lock file's descriptor.
+_HELD: dict[Path, int] = {}
+
+
+def lock_board(path: Path) -> None:
+    """Take the board file's lock for as long as this process runs (or :func:`release_board`).
+
+    A JSON board is rewritten whole after every update, so two live writers would lose each
+    other's changes; the second is refused in one line naming the first one's pid. The lock
+    file lives in the per-user state directory, named by the board's path, so the board's
+    folder holds nothing but the board.
+    """
+    import hashlib
+
+    from orchestrator.sessions import state_dir
+
+    key = path.resolve()
+    if key in _HELD:
+        return
+    locks = state_dir() / "board-locks"
+    lock = locks / (hashlib.sha256(os.fsencode(key)).hexdigest()[:32] + ".lock")
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+        handle = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        raise BoardFileError(f"{lock}: cannot open the board's lock: {error.strerror}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.read(handle, 32).decode("ascii", "replace").strip() or "unknown"
+        os.close(handle)
+        raise BoardFileError(
+            f"{path}: another run (pid {holder}) is writing this board; a JSON board has one "
+            "writer at a time: wait for it, or share a store (--board sqlite:///PATH)"
+        ) from None
+    os.ftruncate(handle, 0)
+    os.write(handle, f"{os.getpid()}\n".encode())
+    _HELD[key] = handle
+
+
+def release_board(path: Path) -> None:
+    """Give the board file's lock back (the run that held it is over)."""
+    handle = _HELD.pop(path.resolve(), None)
+    if handle is not None:
+        os.close(handle)
 
 
 def keep_file(board: PlanBoard, path: Path, on_write_error: Callable[[str], None]) -> None:

@@ -356,3 +356,40 @@ def test_resume_with_a_board_file_keeps_the_file_in_step_with_the_trace(
         assert code == expected
     assert [item.status for item in load_items(board)] == [Status.COMPLETED, Status.PENDING]
     assert Replay(read_trace(trace)).check() is None
+
+
+def test_a_second_live_writer_is_refused_and_loses_nothing(tmp_path: Path) -> None:
+    """The issue's scenario: run B on a board run A is still writing would undo A's updates."""
+    import os
+    import subprocess
+    import sys
+
+    from orchestrator.board_file import lock_board, release_board
+
+    board_path = tmp_path / "board.json"
+    first = _open(board_path)  # run A, live in this process
+    first.apply(PLAN)
+    before = board_path.read_bytes()
+    environment = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-test-key-000000"}
+    command = ["run", "x", "--workdir", str(tmp_path), "--board", str(board_path), "--yes"]
+    second = subprocess.run(
+        [sys.executable, "-m", "orchestrator", *command],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+        timeout=120,
+    )
+    assert second.returncode == 2
+    assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr
+    assert f"another run (pid {os.getpid()}) is writing this board" in second.stderr
+    assert board_path.read_bytes() == before
+    # A's next update still lands on the whole board.
+    first.apply({"items": [{"id": "1", "status": "completed"}], "merge": True})
+    assert [item["status"] for item in _document(board_path)["items"]] == [
+        "completed",
+        "pending",
+    ]
+    release_board(board_path)
+    lock_board(board_path)  # once A is done, the next run may take it
+    release_board(board_path)

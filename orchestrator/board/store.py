@@ -376,13 +376,17 @@ class BoardStore:
     ) -> BoardItem:
         """Start the named item, or the first ready one, for ``agent`` (the claim is ``start``).
 
-        Claiming an item the agent already holds renews its lease. Raises
-        :class:`NothingClaimable` when no item is ready, :class:`BoardError` when the named
-        one cannot start (another agent holds it, its blockers are unfinished…).
+        Claiming an item the agent already holds (by id, or with none named) renews its
+        lease. Raises :class:`NothingClaimable` when no item is ready, :class:`BoardError`
+        when the named one cannot start (another agent holds it, its blockers are unfinished…).
         """
         with self._transaction() as tx:
             if item_id is None:
-                item_id = _next_ready(tx, agent)
+                held = tx.query(
+                    "SELECT id FROM board_items WHERE status = 'in_progress' AND owner = ?", agent
+                )
+                # An agent that holds an item (a restarted worker) gets it back, renewed.
+                item_id = str(held[0][0]) if held else _next_ready(tx)
             row = tx.item(item_id)
             if row is None:
                 raise BoardError(f"no item #{item_id} on this board", item_id)
@@ -554,12 +558,7 @@ def _refused(tx: _Transaction, row: BoardItem, trigger: str, actor: str | None) 
     return BoardError(f"item #{row.id}: {trigger} refused", row.id)
 
 
-def _next_ready(tx: _Transaction, agent: str) -> str:
-    held = tx.query("SELECT id FROM board_items WHERE status = 'in_progress' AND owner = ?", agent)
-    if held:
-        raise NothingClaimable(
-            f"{agent} already holds #{held[0][0]}; complete or release it first", "holding"
-        )
+def _next_ready(tx: _Transaction) -> str:
     pending = tx.query(
         "SELECT id, blocked_by FROM board_items WHERE status = 'pending' ORDER BY position"
     )

@@ -7,6 +7,8 @@ a JSON file is not a store (it belongs to one run: :mod:`orchestrator.board_file
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +110,13 @@ def _shown(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, ""))
 
 
-def open_store(value: str) -> BoardStore:
-    """The store ``value`` names; :class:`BoardUrlError` (one line) when it names none."""
+def open_store(value: str, *, clock: Callable[[], float] = time.time) -> BoardStore:
+    """The store ``value`` names; :class:`BoardUrlError` (one line) when it names none.
+
+    ``clock`` is what leases are measured by (tests move it instead of waiting).
+    """
     if value.startswith(("postgresql://", "postgres://")):
-        return BoardStore(_Postgres(value), _shown(value))
+        return BoardStore(_Postgres(value), _shown(value), clock=clock)
     if value.startswith("sqlite://"):
         path = value.removeprefix("sqlite://")
         if not path.startswith("/") or path == "/":
@@ -119,9 +124,9 @@ def open_store(value: str) -> BoardStore:
                 f"{value}: a SQLite board is sqlite:///PATH (three slashes, then the path)"
             )
         path = path[1:] if path.startswith("//") else path
-        return BoardStore(_SQLite(Path(path)), value)
+        return BoardStore(_SQLite(Path(path)), value, clock=clock)
     if value.endswith(".db"):
-        return BoardStore(_SQLite(Path(value)), value)
+        return BoardStore(_SQLite(Path(value)), value, clock=clock)
     raise BoardUrlError(
         f"{value}: not a board store; give sqlite:///PATH, a .db path or postgresql://…"
     )

@@ -82,7 +82,7 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
     one needs the next INSTRUCTION. The run keeps its model, max tokens, reminder threshold,
     thinking, effort and compaction unless a flag given here changes them.
     """
-    from orchestrator.board_file import keep_file
+    from orchestrator.board_file import BoardFileError, keep_file, lock_board
     from orchestrator.replay import TraceError, rebuild
     from orchestrator.sessions import SessionError, check_trace_appendable, latest_trace
 
@@ -121,6 +121,10 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
     except SessionError as error:
         raise InputError(str(error)) from None
     if options.config.board is not None:  # the trace holds the plan; the file follows it
+        try:
+            lock_board(Path(options.config.board))
+        except BoardFileError as error:
+            raise InputError(str(error)) from None
         keep_file(rebuilt.board, Path(options.config.board), warn)
     max_rounds = rebuilt.last_round + options.config.max_rounds
     session = new_session(
