@@ -27,6 +27,7 @@ from orchestrator.approval import (
     asks_about,
     no_terminal_notice,
 )
+from orchestrator.board.shared import SharedBoard
 from orchestrator.config import (
     SETTINGS,
     Config,
@@ -211,7 +212,7 @@ class Session:
 
     options: RunOptions
     model: Model
-    board: PlanBoard = attrs.field(
+    board: PlanBoard | SharedBoard = attrs.field(
         default=attrs.Factory(lambda self: new_board(self.options.config), takes_self=True)
     )
     conversation: Conversation | None = None
@@ -438,7 +439,9 @@ class Session:
     def close(self) -> None:
         if self.mcp is not None:  # before the trace: stopping may still log
             self.mcp.close()
-        if self.options.config.board is not None:
+        if isinstance(self.board, SharedBoard):
+            self.board.close()
+        elif self.options.config.board is not None:
             from orchestrator.board_file import release_board
 
             release_board(Path(self.options.config.board))
@@ -579,9 +582,13 @@ def _compaction_mode(limits: ModelLimits, config: Config) -> str:
     return str(config.compaction)
 
 
-def new_board(config: Config, warn: Callable[[str], None] | None = None) -> PlanBoard:
-    """The board the ``board`` setting names (a JSON file), else a fresh one in memory."""
+def new_board(config: Config, warn: Callable[[str], None] | None = None) -> PlanBoard | SharedBoard:
+    """The board the ``board`` setting names (a store, a JSON file), else one in memory."""
+    from orchestrator.board.stores import is_store_url
     from orchestrator.board_file import BoardFileError, open_board
+
+    if config.board is not None and is_store_url(config.board):
+        return _shared_board(config)
 
     policy = EdgePolicy(config.plan_policy)
     if config.board is None:
@@ -595,6 +602,21 @@ def new_board(config: Config, warn: Callable[[str], None] | None = None) -> Plan
         )
     except BoardFileError as error:
         raise SettingsError(str(error)) from None
+
+
+def _shared_board(config: Config) -> SharedBoard:
+    """The agent's view of the shared store ``--board`` names, its claims kept alive."""
+    from orchestrator.board.store import BoardError
+    from orchestrator.board.stores import BoardUrlError, open_store
+
+    url = str(config.board)
+    agent = config.agent or f"agent-{os.getpid()}"
+    try:
+        board = SharedBoard(open_store(url), agent, lease=config.lease)
+    except (BoardUrlError, BoardError) as error:
+        raise SettingsError(f"--board {error}") from None
+    board.start_renewing(lambda: open_store(url))
+    return board
 
 
 def _warn(message: str) -> None:
@@ -779,9 +801,14 @@ class Agent:
         options = attrs.evolve(
             options, config=options.config.updated(kept, source=f"{path} [run.started]")
         )
+        board: dict[str, Any] = {"board": rebuilt.board}
+        if not isinstance(rebuilt.board, PlanBoard):  # a shared board goes on in its store
+            if options.config.board is None:
+                raise SettingsError(f"{path}: the run worked a shared board; give board= again")
+            board = {}
         session = self._session(
             options,
-            board=rebuilt.board,
+            **board,
             conversation=rebuilt.conversation,
             settings=attrs.evolve(
                 rebuilt.settings, max_rounds=rebuilt.last_round + options.config.max_rounds

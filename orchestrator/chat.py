@@ -18,7 +18,7 @@ import attrs
 import click
 
 from orchestrator.loop import RunOutcome
-from orchestrator.plan import PlanBoard
+from orchestrator.plan import TodoBoard
 from orchestrator.signals import Stopped, StopRecord
 
 PROMPT = "you> "
@@ -42,7 +42,7 @@ class ChatSession:
     """What the prompt needs from the wired-up session (the CLI builds it)."""
 
     run_turn: Callable[[str], RunOutcome]
-    board: PlanBoard
+    board: TodoBoard
     model: Callable[[], str]
     set_model: Callable[[str], None]
     clear: Callable[[], None]

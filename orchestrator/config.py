@@ -415,6 +415,22 @@ SETTINGS: tuple[_Setting, ...] = (
         help="Python modules whose @tool functions the model gets, e.g. mypkg.agent_tools "
         "(comma-separated; a project file's need trust).",
     ),
+    # issue 23
+    _Setting(
+        "agent",
+        _text,
+        None,
+        ("ORCHESTRATOR_AGENT",),
+        help="This agent's name on a shared board (--board sqlite:///… or postgresql://…) "
+        "[agent-PID].",
+    ),
+    _Setting(
+        "lease",
+        _positive_float,
+        120.0,
+        ("ORCHESTRATOR_LEASE",),
+        help="Seconds a claim on a shared board holds unless renewed (the run renews it).",
+    ),
     _Setting(
         "price_per_mtok",
         _prices,

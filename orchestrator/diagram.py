@@ -499,6 +499,13 @@ dependency is dropped). `complete` takes an `in_progress` item to `completed`, a
 a new item is added instead. One `todo` call is one batch: if any of its edges is refused, the
 edges already fired are rolled back and the board stays as it was.
 
+On a shared board (several agents, one store) `start` is the claim and records the owner, and
+`no_other_item_in_progress` counts per owner. `held_by_actor` guards `complete`, `pause` (the
+release) and `cancel`: only the agent holding an item may move it on (on a board of one agent
+it always holds). `expire` takes an `in_progress` item back to `pending` when
+`lease_expired`: its owner stopped renewing the claim's lease (the agent died), so the work
+returns to the board by itself. Every edge on a shared board is logged in the store.
+
 ## Loop machine
 
 ```mermaid

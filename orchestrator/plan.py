@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import attrs
 from transitions import EventData, Machine
@@ -550,6 +550,13 @@ class _Batch:
 
 
 _EXAMPLE = '{"items": [{"id": "1", "text": "Read hello.py", "status": "in_progress"}]}'
+#: One validated entry of a ``todo`` batch (a shared board applies them its own way).
+BatchEntry = _Entry
+
+
+def parse_batch(payload: object) -> _Batch:
+    """A ``todo`` input checked and spelled our way, or :class:`PlanError` saying what to fix."""
+    return _parse_batch(payload)
 
 
 def _parse_batch(payload: object) -> _Batch:
@@ -1109,12 +1116,20 @@ _TODO_DESCRIPTION = (
 )
 
 
+class TodoBoard(Protocol):
+    """What the ``todo`` tool writes to: a board of one agent, or one agent's shared board."""
+
+    def apply(self, payload: object) -> PlanUpdated: ...
+
+    def render(self) -> str: ...
+
+
 class TodoTool:
     """The ``todo`` tool: the model's only way to write to the board."""
 
     name = "todo"
 
-    def __init__(self, board: PlanBoard) -> None:
+    def __init__(self, board: TodoBoard) -> None:
         self.board = board
 
     @property

@@ -14,7 +14,7 @@ trace back into the conversation and plan of its run, for ``resume`` and replay 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,7 +25,16 @@ from orchestrator.context.follow import OVERFLOW_STOP, ConversationFollower, Sum
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState
-from orchestrator.plan import ITEM_TRANSITIONS, PlanBoard, PlanConfigError, TodoTool, table_edges
+from orchestrator.plan import (
+    ITEM_TRANSITIONS,
+    PlanBoard,
+    PlanConfigError,
+    PlanItem,
+    TodoTool,
+    items_from_dicts,
+    render_items,
+    table_edges,
+)
 from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
 from orchestrator.tools import ToolRegistry
 from orchestrator.trace import TRACE_FORMAT
@@ -255,7 +264,7 @@ class Replay:
         self._keep_timeline = timeline
         self._collector = _Collector()
         self._machine = LoopMachine()
-        self._board: PlanBoard | None = None
+        self._board: PlanBoard | FollowedBoard | None = None
         self._todo: ToolRegistry | None = None
         self._guard = RepeatGuard()
         self._run: RunState | None = None
@@ -327,7 +336,8 @@ class Replay:
             self._board = _board_at(event, self.trace, line.number)
             self._board.subscribe(self._collector.plan_record)
             # Through a registry, as in a run: a call it refuses never reaches the board.
-            self._todo = ToolRegistry([TodoTool(self._board)])
+            if isinstance(self._board, PlanBoard):
+                self._todo = ToolRegistry([TodoTool(self._board)])
         if event.get("task") is None:
             self._guard = RepeatGuard()  # a resumed run starts with a fresh guard, as resume does
         settings = _settings_at(event, self.trace, line.number)
@@ -394,7 +404,9 @@ class Replay:
         name, arguments, blocked = self._calls.pop(tool_id)
         is_error = bool(line.event.get("is_error"))
         if not blocked:
-            if name == "todo":
+            if name == "todo" and isinstance(self._board, FollowedBoard):
+                self._board.follow(self._recorded)
+            elif name == "todo":
                 assert self._todo is not None
                 applied = not self._todo.dispatch(name, arguments).is_error
                 if applied == is_error:
@@ -533,7 +545,7 @@ class RebuiltRun:
     """What ``resume`` needs to go on: the conversation, the plan and the run's numbers."""
 
     conversation: Conversation
-    board: PlanBoard
+    board: PlanBoard | FollowedBoard
     settings: LoopSettings
     run_id: str
     last_seq: int
@@ -632,9 +644,84 @@ def _settings_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> Loo
         ) from None
 
 
-def _board_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> PlanBoard:
+class FollowedBoard:
+    """A shared board's run as its trace recorded it, followed rather than re-derived.
+
+    Other agents' changes are not in the trace, so the board takes the recorded updates as
+    they were, and replay checks what the trace alone decides: the loop, its audit, reminders.
+    """
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self._config = dict(config)
+        self._items: tuple[PlanItem, ...] = ()
+        self._revision = 0
+        self._observers: list[Callable[[PlanRecord], None]] = []
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def is_empty(self) -> bool:
+        return not self._items
+
+    @property
+    def config(self) -> JSONObject:
+        return dict(self._config)
+
+    @property
+    def statuses(self) -> Mapping[str, str]:
+        return {item.id: str(item.status) for item in self._items}
+
+    @property
+    def items(self) -> tuple[PlanItem, ...]:
+        return self._items
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        return sum(item.status == "completed" for item in self._items), len(self._items)
+
+    def render(self) -> str:
+        return render_items(self._items)
+
+    def subscribe(self, observer: Callable[[PlanRecord], None]) -> None:
+        self._observers.append(observer)
+
+    def reset(self) -> None:
+        pass  # a shared board is never cleared
+
+    def follow(self, recorded: Sequence[TraceLine]) -> None:
+        """Take the plan records a todo call produced in the run as this board's own."""
+        for line in recorded:
+            if line.name == "plan.updated":
+                self._items = items_from_dicts(line.event.get("items") or ())
+                self._revision = int(line.event.get("revision", self._revision + 1))
+            if line.name.startswith("plan."):
+                record = _Echo(line.name, {k: v for k, v in line.event.items()})
+                for observer in self._observers:
+                    observer(record)
+
+
+@attrs.frozen
+class _Echo:
+    """A recorded plan record, published again as it was."""
+
+    event: str
+    recorded: Mapping[str, Any]
+
+    def fields(self) -> JSONObject:
+        return {key: value for key, value in self.recorded.items() if key not in _ENVELOPE}
+
+
+_ENVELOPE = frozenset({"event", "ts", "run_id", "seq", "level", "trace_format"})
+
+
+def _board_at(event: Mapping[str, Any], trace: TraceFile, number: int) -> PlanBoard | FollowedBoard:
+    plan = event.get("plan") or {}
+    if isinstance(plan, Mapping) and plan.get("shared"):
+        return FollowedBoard(plan)
     try:
-        return _board_from(event.get("plan") or {})
+        return _board_from(plan)
     except PlanConfigError as error:
         raise TraceError(f"{trace.path}:{number}: {error}") from None
 

@@ -253,12 +253,12 @@ def test_mermaid_run_highlights_visited_states_and_counts_edges(run_trace: Path)
     assert "class completed s_default" in item
     assert "class cancelled s_default" in item
     edges = mermaid_edges(item)
-    assert edges[("in_progress", "pending")] == "pause ×2"
+    assert edges[("in_progress", "pending")] == "pause [held_by_actor] ×2 | expire [lease_expired]"
     assert (
         edges[("pending", "in_progress")]
         == "start [no_other_item_in_progress & dependencies_completed] ×2"
     )
-    assert edges[("in_progress", "completed")] == "complete"
+    assert edges[("in_progress", "completed")] == "complete [held_by_actor]"
 
     loop = render_diagram("loop", "mermaid", trace=run_trace)
     for state in ("idle", "call_model", "dispatch", "audit", "done"):
@@ -279,10 +279,10 @@ def test_dot_run_colours_visited_edges_and_counts_them(run_trace: Path, tmp_path
     item, loop = text.split("\n\n")
     edges = dot_edges(item)
     label, attrs = edges[("in_progress", "pending")]
-    assert label == "pause ×2"
+    assert label == "pause [held_by_actor] ×2 | expire [lease_expired]"
     assert "color=blue" in attrs and "penwidth=3" in attrs
     label, attrs = edges[("in_progress", "completed")]
-    assert label == "complete" and "penwidth" not in attrs
+    assert label == "complete [held_by_actor]" and "penwidth" not in attrs
     assert re.search(r"^\s*in_progress \[label=.*penwidth=3", item, flags=re.MULTILINE)
     assert not re.search(r"^\s*completed \[label=.*penwidth", item, flags=re.MULTILINE)
     assert dot_edges(loop)[("audit", "call_model")][0] == (

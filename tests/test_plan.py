@@ -197,17 +197,19 @@ def test_transition_table_is_exactly_the_issue_edges() -> None:
             "in_progress",
             ("no_other_item_in_progress", "dependencies_completed"),
         ),
-        ("complete", "in_progress", "completed", None),
-        ("pause", "in_progress", "pending", None),
-        ("cancel", "pending", "cancelled", None),
-        ("cancel", "in_progress", "cancelled", None),
+        ("complete", "in_progress", "completed", ("held_by_actor",)),
+        ("pause", "in_progress", "pending", ("held_by_actor",)),
+        ("cancel", "pending", "cancelled", ("held_by_actor",)),
+        ("cancel", "in_progress", "cancelled", ("held_by_actor",)),
+        # A shared board's claim whose lease ran out (issue 23).
+        ("expire", "in_progress", "pending", ("lease_expired",)),
     }
 
 
-def test_item_machine_has_the_contract_states_and_only_the_four_triggers() -> None:
+def test_item_machine_has_the_contract_states_and_triggers() -> None:
     machine = ItemMachine()
     assert set(machine.states) == {"pending", "in_progress", "completed", "cancelled"}
-    assert set(machine.events) == {"start", "complete", "pause", "cancel"}
+    assert set(machine.events) == {"start", "complete", "pause", "cancel", "expire"}
     assert machine.initial == "pending"
     (start,) = machine.get_transitions("start")
     assert [(c.func, c.target) for c in start.conditions] == [
@@ -215,7 +217,12 @@ def test_item_machine_has_the_contract_states_and_only_the_four_triggers() -> No
         ("dependencies_completed", True),
     ]
     for trigger in ("complete", "pause", "cancel"):
-        assert all(not t.conditions for t in machine.get_transitions(trigger))
+        assert all(
+            [c.func for c in t.conditions] == ["held_by_actor"]
+            for t in machine.get_transitions(trigger)
+        )
+    # A board of one agent never takes the store's edge, and never advises it.
+    assert "expire" not in {t for t, _ in machine.legal_triggers(Status.IN_PROGRESS)}
 
 
 def test_item_machine_paths_and_legal_triggers() -> None:

@@ -652,6 +652,7 @@ def test_replay_of_a_resumed_run_knows_its_guard_starts_fresh(tmp_path: Path) ->
         first = _loop(tmp_path, board, trace.log, [{"tool_calls": [same_call]}])
         assert first.run("repeat it").status == "failed"  # the script runs out
     rebuilt = rebuild(read_trace(trace_path))
+    assert isinstance(rebuilt.board, PlanBoard)
     with open_trace(
         trace_path, run_id=rebuilt.run_id, append=True, first_seq=rebuilt.last_seq
     ) as trace:
@@ -880,6 +881,7 @@ def test_a_resumed_run_keeps_counting_rounds_since_the_plan_changed(tmp_path: Pa
     assert outcome.status == "failed"
     rebuilt = rebuild(read_trace(trace_path))
     assert rebuilt.rounds_since_update == 2
+    assert isinstance(rebuilt.board, PlanBoard)
     with open_trace(
         trace_path, run_id=rebuilt.run_id, append=True, first_seq=rebuilt.last_seq
     ) as trace:

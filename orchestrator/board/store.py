@@ -299,6 +299,95 @@ def _unfinished(tx: _Transaction, blockers: Sequence[str]) -> list[str]:
     return [blocker for blocker in blockers if blocker not in done]
 
 
+class BoardChange:
+    """The operations of one transaction on the board (:meth:`BoardStore.change`)."""
+
+    def __init__(self, machine: ItemMachine, tx: _Transaction) -> None:
+        self._machine, self._tx = machine, tx
+
+    @property
+    def now(self) -> float:
+        return self._tx.now
+
+    @property
+    def appended(self) -> tuple[LogEntry, ...]:
+        """The log lines this transaction wrote so far (expiries first)."""
+        return tuple(self._tx.appended)
+
+    def items(self) -> tuple[BoardItem, ...]:
+        return _all_items(self._tx)
+
+    def item(self, item_id: str) -> BoardItem | None:
+        return self._tx.item(item_id)
+
+    def add(
+        self,
+        text: str,
+        *,
+        agent: str | None = None,
+        blocked_by: Sequence[str] = (),
+        item_id: str | None = None,
+    ) -> BoardItem:
+        if not text.strip():
+            raise BoardError("the item's text is empty; say what is to be done", item_id)
+        return _add(self._tx, text.strip(), agent, tuple(blocked_by), item_id)
+
+    def claim(
+        self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
+    ) -> BoardItem:
+        """Start the named item, or the first ready one, for ``agent`` (the claim is ``start``).
+
+        Claiming an item the agent already holds (by id, or with none named) renews its
+        lease. Raises :class:`NothingClaimable` when no item is ready, :class:`BoardError`
+        when the named one cannot start (another agent holds it, its blockers are unfinished…).
+        """
+        tx = self._tx
+        if item_id is None:
+            held = tx.query(
+                "SELECT id FROM board_items WHERE status = 'in_progress' AND owner = ?", agent
+            )
+            # An agent that holds an item (a restarted worker) gets it back, renewed.
+            item_id = str(held[0][0]) if held else _next_ready(tx)
+        row = tx.item(item_id)
+        if row is None:
+            raise BoardError(f"no item #{item_id} on this board", item_id)
+        if row.status == Status.IN_PROGRESS and row.owner == agent:
+            return _renew_one(tx, row, lease)
+        _fire(self._machine, tx, row, "start", agent)
+        tx.run(
+            "UPDATE board_items SET owner = ?, lease_until = ? WHERE id = ?",
+            agent,
+            tx.now + lease,
+            item_id,
+        )
+        claimed = tx.item(item_id)
+        assert claimed is not None
+        return claimed
+
+    def complete(self, item_id: str, *, agent: str) -> BoardItem:
+        return self._move(item_id, "complete", agent)
+
+    def release(self, item_id: str, *, agent: str) -> BoardItem:
+        return self._move(item_id, "pause", agent)
+
+    def cancel(self, item_id: str, *, agent: str) -> BoardItem:
+        return self._move(item_id, "cancel", agent)
+
+    def _move(self, item_id: str, trigger: str, agent: str) -> BoardItem:
+        tx = self._tx
+        row = tx.item(item_id)
+        if row is None:
+            raise BoardError(f"no item #{item_id} on this board", item_id)
+        _fire(self._machine, tx, row, trigger, agent)
+        if trigger != "complete":  # the completer stays on record; a released item is free
+            tx.run("UPDATE board_items SET owner = NULL, lease_until = NULL WHERE id = ?", item_id)
+        else:
+            tx.run("UPDATE board_items SET lease_until = NULL WHERE id = ?", item_id)
+        moved = tx.item(item_id)
+        assert moved is not None
+        return moved
+
+
 class BoardStore:
     """A board several agents share, in SQLite or PostgreSQL (see :func:`open_store`)."""
 
@@ -357,6 +446,12 @@ class BoardStore:
 
     # -- writing ------------------------------------------------------------------------------
 
+    @contextmanager
+    def change(self) -> Iterator[BoardChange]:
+        """Several operations as one transaction: all of them happen, or (on an error) none."""
+        with self._transaction() as tx:
+            yield BoardChange(self._machine, tx)
+
     def add(
         self,
         text: str,
@@ -366,52 +461,28 @@ class BoardStore:
         item_id: str | None = None,
     ) -> BoardItem:
         """A new pending item; its id is the next number unless one is given."""
-        if not text.strip():
-            raise BoardError("the item's text is empty; say what is to be done")
-        with self._transaction() as tx:
-            return _add(tx, text.strip(), agent, tuple(blocked_by), item_id)
+        with self.change() as change:
+            return change.add(text, agent=agent, blocked_by=blocked_by, item_id=item_id)
 
     def claim(
         self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
     ) -> BoardItem:
-        """Start the named item, or the first ready one, for ``agent`` (the claim is ``start``).
-
-        Claiming an item the agent already holds (by id, or with none named) renews its
-        lease. Raises :class:`NothingClaimable` when no item is ready, :class:`BoardError`
-        when the named one cannot start (another agent holds it, its blockers are unfinished…).
-        """
-        with self._transaction() as tx:
-            if item_id is None:
-                held = tx.query(
-                    "SELECT id FROM board_items WHERE status = 'in_progress' AND owner = ?", agent
-                )
-                # An agent that holds an item (a restarted worker) gets it back, renewed.
-                item_id = str(held[0][0]) if held else _next_ready(tx)
-            row = tx.item(item_id)
-            if row is None:
-                raise BoardError(f"no item #{item_id} on this board", item_id)
-            if row.status == Status.IN_PROGRESS and row.owner == agent:
-                return _renew_one(tx, row, lease)
-            _fire(self._machine, tx, row, "start", agent)
-            tx.run(
-                "UPDATE board_items SET owner = ?, lease_until = ? WHERE id = ?",
-                agent,
-                tx.now + lease,
-                item_id,
-            )
-            claimed = tx.item(item_id)
-            assert claimed is not None
-            return claimed
+        """Start the named item, or the first ready one (see :meth:`BoardChange.claim`)."""
+        with self.change() as change:
+            return change.claim(agent, lease=lease, item_id=item_id)
 
     def complete(self, item_id: str, *, agent: str) -> BoardItem:
-        return self._move(item_id, "complete", agent)
+        with self.change() as change:
+            return change.complete(item_id, agent=agent)
 
     def release(self, item_id: str, *, agent: str) -> BoardItem:
         """Give a claimed item back (the ``pause`` edge): pending again, owned by no one."""
-        return self._move(item_id, "pause", agent)
+        with self.change() as change:
+            return change.release(item_id, agent=agent)
 
     def cancel(self, item_id: str, *, agent: str) -> BoardItem:
-        return self._move(item_id, "cancel", agent)
+        with self.change() as change:
+            return change.cancel(item_id, agent=agent)
 
     def renew(self, agent: str, *, lease: float = DEFAULT_LEASE) -> int:
         """Push out the lease of every item ``agent`` holds; how many it holds."""
@@ -436,23 +507,6 @@ class BoardStore:
         self.close()
 
     # -- internals ----------------------------------------------------------------------------
-
-    def _move(self, item_id: str, trigger: str, agent: str) -> BoardItem:
-        with self._transaction() as tx:
-            row = tx.item(item_id)
-            if row is None:
-                raise BoardError(f"no item #{item_id} on this board", item_id)
-            _fire(self._machine, tx, row, trigger, agent)
-            if trigger != "complete":  # the completer stays on record; a released item is free
-                tx.run(
-                    "UPDATE board_items SET owner = NULL, lease_until = NULL WHERE id = ?",
-                    item_id,
-                )
-            else:
-                tx.run("UPDATE board_items SET lease_until = NULL WHERE id = ?", item_id)
-            moved = tx.item(item_id)
-            assert moved is not None
-            return moved
 
     @contextmanager
     def _transaction(self, *, expire: bool = True) -> Iterator[_Transaction]:

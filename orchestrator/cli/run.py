@@ -83,6 +83,7 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
     thinking, effort and compaction unless a flag given here changes them.
     """
     from orchestrator.board_file import BoardFileError, keep_file, lock_board
+    from orchestrator.plan import PlanBoard
     from orchestrator.replay import TraceError, rebuild
     from orchestrator.sessions import SessionError, check_trace_appendable, latest_trace
 
@@ -120,7 +121,15 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
         check_trace_appendable(trace)
     except SessionError as error:
         raise InputError(str(error)) from None
-    if options.config.board is not None:  # the trace holds the plan; the file follows it
+    board: dict[str, Any] = {"board": rebuilt.board}
+    if not isinstance(rebuilt.board, PlanBoard):
+        # A shared board lives in its store, not in the trace: it goes on from there.
+        if options.config.board is None:
+            raise InputError(
+                f"{trace}: the run worked a shared board; give it again with --board URL"
+            )
+        board = {}
+    elif options.config.board is not None:  # the trace holds the plan; the file follows it
         try:
             lock_board(Path(options.config.board))
         except BoardFileError as error:
@@ -130,7 +139,7 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
     session = new_session(
         options,
         anthropic_model(options),
-        board=rebuilt.board,
+        **board,
         conversation=rebuilt.conversation,
         settings=attrs.evolve(rebuilt.settings, max_rounds=max_rounds),
         resume_from=rebuilt,

@@ -1,0 +1,240 @@
+"""One agent's view of a shared board: the plan its loop audits and its ``todo`` tool writes.
+
+A ``todo`` call on a shared board is applied in one store transaction as the item-machine
+edges it asks for: a new id is added (and claimed, when it is in progress), a status change
+is the matching edge (``start`` is the claim, ``pause`` the release). Every call is a merge:
+an item the call leaves out is never cancelled, because another agent may be working on it.
+
+What the agent last saw is remembered, so a stale copy of the board in a full rewrite never
+undoes another agent's change: an entry that repeats what the agent saw is not its edge and
+is skipped; one that asks for a move the item can no longer make is refused, naming what
+changed. A refused call changes nothing.
+
+The agent holds its claims by a lease that a background thread renews while the run lives;
+when it dies, its claims expire by themselves (:mod:`orchestrator.board.store`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+from orchestrator.board.store import BoardChange, BoardError, BoardItem, BoardStore
+from orchestrator.plan import (
+    BatchEntry,
+    IllegalEdgeError,
+    ItemTransition,
+    PlanError,
+    PlanItem,
+    PlanRejected,
+    PlanUpdated,
+    Status,
+    parse_batch,
+)
+from orchestrator.protocols import JSONObject, PlanRecord
+
+_MARKERS = {
+    Status.PENDING: "[ ]",
+    Status.IN_PROGRESS: "[>]",
+    Status.COMPLETED: "[x]",
+    Status.CANCELLED: "[-]",
+}
+
+
+def render_shared(items: Sequence[BoardItem], me: str) -> str:
+    """The seeds' format, with who holds each item in progress (``you`` for this agent)."""
+    if not items:
+        return "No todos."
+    status_of = {item.id: item.status for item in items}
+    lines = []
+    for item in items:
+        notes = []
+        if item.status == Status.IN_PROGRESS and item.owner:
+            notes.append("you" if item.owner == me else item.owner)
+        waiting = [b for b in item.blocked_by if status_of.get(b) != Status.COMPLETED]
+        if waiting and item.status == Status.PENDING:
+            notes.append("blocked by " + ", ".join(f"#{b}" for b in waiting))
+        shown = f" ({'; '.join(notes)})" if notes else ""
+        lines.append(f"{_MARKERS[item.status]} #{item.id}: {item.text}{shown}")
+    done = sum(item.status == Status.COMPLETED for item in items)
+    return "\n".join(lines) + f"\n\n({done}/{len(items)} completed)"
+
+
+def _view(item: BoardItem) -> PlanItem:
+    return PlanItem(item.id, item.text, item.status, blocked_by=item.blocked_by)
+
+
+class SharedBoard:
+    """A store-backed board as one agent's loop sees it (the loop's ``Plan`` protocol)."""
+
+    def __init__(self, store: BoardStore, agent: str, *, lease: float) -> None:
+        self.store, self.agent, self.lease = store, agent, lease
+        self._observers: list[Callable[[PlanRecord], None]] = []
+        self._revision = 0
+        self._items = store.items()
+        self._seen: Mapping[str, BoardItem] = {item.id: item for item in self._items}
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    # -- the Plan protocol ------------------------------------------------------------------
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def is_empty(self) -> bool:
+        return not self._items
+
+    @property
+    def config(self) -> JSONObject:
+        return {"shared": self.store.url, "agent": self.agent, "lease": self.lease}
+
+    @property
+    def statuses(self) -> Mapping[str, str]:
+        return {item.id: str(item.status) for item in self._items}
+
+    @property
+    def items(self) -> tuple[PlanItem, ...]:
+        return tuple(_view(item) for item in self._items)
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        done = sum(item.status == Status.COMPLETED for item in self._items)
+        return done, len(self._items)
+
+    def render(self) -> str:
+        """The board as it is now in the store: what the model is shown is what it saw."""
+        self._items = self.store.items()
+        self._seen = {item.id: item for item in self._items}
+        return render_shared(self._items, self.agent)
+
+    def subscribe(self, observer: Callable[[PlanRecord], None]) -> None:
+        self._observers.append(observer)
+
+    def reset(self) -> None:
+        """Chat's ``/clear`` forgets the conversation; a shared board stays as it is."""
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def apply(self, payload: object) -> PlanUpdated:
+        """Apply one ``todo`` input as this agent's edges, atomically; refused: nothing changed."""
+        if isinstance(payload, Mapping):
+            # Every call is a merge here: leaving an item out must not cancel another's work.
+            payload = {**payload, "merge": True}
+        try:
+            batch = parse_batch(payload)
+            with self.store.change() as change:
+                for entry in batch.entries:
+                    self._apply_entry(change, entry)
+                appended = change.appended
+                items = change.items()
+        except (PlanError, BoardError) as error:
+            message = str(error)
+            error_type = type(error).__name__
+            item_id = getattr(error, "item_id", None)
+            self._publish(PlanRejected(error_type, message, item_id))
+            if isinstance(error, PlanError):
+                raise
+            raise PlanError(f"{message}; the board did not change", item_id) from None
+        self._items = items
+        self._seen = {item.id: item for item in items}
+        self._revision += 1
+        transitions = tuple(
+            ItemTransition(entry.item, entry.trigger, Status(entry.src), Status(entry.dst))
+            for entry in appended
+            if entry.src is not None and entry.agent == self.agent
+        )
+        update = PlanUpdated(
+            self._revision, self.items, transitions, merge=True, explanation=batch.explanation
+        )
+        for transition in transitions:
+            self._publish(transition)
+        self._publish(update)
+        return update
+
+    def _apply_entry(self, change: BoardChange, entry: BatchEntry) -> None:
+        current = change.item(entry.id)
+        if current is None:
+            if not entry.text:
+                raise PlanError(f"Item #{entry.id}: text required; a new item needs a text")
+            change.add(
+                entry.text, agent=self.agent, blocked_by=entry.blocked_by or (), item_id=entry.id
+            )
+            self._walk(change, entry.id, Status.PENDING, entry.status or Status.PENDING, None)
+            return
+        if entry.status is None or entry.status == current.status:
+            return
+        seen = self._seen.get(entry.id)
+        if seen is not None and entry.status == seen.status:
+            return  # what this agent saw before another moved it on: not this agent's edge
+        self._walk(change, entry.id, current.status, entry.status, seen)
+
+    def _walk(
+        self,
+        change: BoardChange,
+        item_id: str,
+        src: Status,
+        dst: Status,
+        seen: BoardItem | None,
+    ) -> None:
+        edges: dict[tuple[Status, Status], Callable[[], object]] = {
+            (Status.PENDING, Status.IN_PROGRESS): lambda: change.claim(
+                self.agent, lease=self.lease, item_id=item_id
+            ),
+            (Status.IN_PROGRESS, Status.COMPLETED): lambda: change.complete(
+                item_id, agent=self.agent
+            ),
+            (Status.IN_PROGRESS, Status.PENDING): lambda: change.release(item_id, agent=self.agent),
+            (Status.PENDING, Status.CANCELLED): lambda: change.cancel(item_id, agent=self.agent),
+            (Status.IN_PROGRESS, Status.CANCELLED): lambda: change.cancel(
+                item_id, agent=self.agent
+            ),
+        }
+        if src == dst:
+            return
+        edge = edges.get((src, dst))
+        if edge is None:
+            changed = ""
+            now = change.item(item_id)
+            if seen is not None and now is not None and seen.status != now.status:
+                by = f" by {now.owner}" if now.owner else ""
+                changed = f" (it was {seen.status} when you last saw the board; now {src}{by})"
+            raise IllegalEdgeError(
+                f"Item #{item_id}: {src} → {dst} is not one edge{changed}; "
+                "move it one step at a time (pending → in_progress → completed)",
+                item_id,
+            )
+        edge()
+
+    def _publish(self, record: PlanRecord) -> None:
+        for observer in self._observers:
+            observer(record)
+
+    # -- the lease ----------------------------------------------------------------------------
+
+    def start_renewing(self, open_store: Callable[[], BoardStore]) -> None:
+        """Renew this agent's claims every third of the lease, on a connection of its own."""
+        if self._renewer is not None:
+            return
+
+        def renew() -> None:
+            store = open_store()
+            try:
+                while not self._stop.wait(self.lease / 3):
+                    try:
+                        store.renew(self.agent, lease=self.lease)
+                    except Exception:
+                        continue
+            finally:
+                store.close()
+
+        self._renewer = threading.Thread(target=renew, name="board-lease", daemon=True)
+        self._renewer.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=5)
+            self._renewer = None
+        self.store.close()

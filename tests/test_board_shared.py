@@ -1,0 +1,161 @@
+"""Agents on one shared board through their ``todo`` tools, and a run with ``--board URL``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.board.check import check_log
+from orchestrator.board.shared import SharedBoard
+from orchestrator.board.stores import open_store
+from orchestrator.plan import PlanError, TodoTool
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer
+
+
+def _board(url: str, agent: str) -> SharedBoard:
+    return SharedBoard(open_store(url), agent, lease=60)
+
+
+def test_a_stale_full_rewrite_never_undoes_another_agents_change(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    alice, bob = _board(url, "alice"), _board(url, "bob")
+    alice.apply({"items": [{"id": "1", "text": "API", "status": "in_progress"}]})
+    bob.render()  # bob's model sees #1 in progress by alice
+    stale = {
+        "items": [
+            {"id": "1", "text": "API", "status": "in_progress"},
+            {"id": "2", "text": "UI", "status": "in_progress"},
+        ]
+    }
+    alice.apply({"items": [{"id": "1", "status": "completed"}], "merge": True})
+    bob.apply(stale)  # repeats #1 as bob saw it: not bob's edge, so it is skipped
+    statuses = {item.id: (item.status.value, item.owner) for item in alice.store.items()}
+    assert statuses == {"1": ("completed", "alice"), "2": ("in_progress", "bob")}
+    # A full rewrite that leaves items out cancels nothing on a shared board.
+    bob.apply({"items": [{"id": "2", "text": "UI", "status": "completed"}]})
+    assert [item.status.value for item in bob.store.items()] == ["completed", "completed"]
+    items, entries = bob.store.snapshot()
+    assert check_log(entries, items) is None
+    alice.close()
+    bob.close()
+
+
+def test_another_agents_item_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    alice, bob = _board(url, "alice"), _board(url, "bob")
+    alice.apply({"items": [{"id": "1", "text": "API", "status": "in_progress"}]})
+    bob.render()
+    before = bob.store.snapshot()
+    tool = TodoTool(bob)
+    for attempt in (
+        {"items": [{"id": "1", "status": "completed"}, {"id": "3", "text": "x"}]},
+        {"items": [{"id": "1", "status": "pending"}]},
+        {"items": [{"id": "9", "text": "new", "status": "completed"}]},
+    ):
+        with pytest.raises(PlanError):
+            tool.run(attempt)
+        assert bob.store.snapshot() == before
+    with pytest.raises(PlanError, match="held by alice"):
+        bob.apply({"items": [{"id": "1", "status": "completed"}]})
+    # Bob's board shows who holds what.
+    assert "[>] #1: API (alice)" in bob.render()
+    assert "[>] #1: API (you)" in alice.render()
+    alice.close()
+    bob.close()
+
+
+def test_one_in_progress_per_agent_on_a_shared_board(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    alice, bob = _board(url, "alice"), _board(url, "bob")
+    alice.apply(
+        {
+            "items": [
+                {"id": "1", "text": "a", "status": "in_progress"},
+                {"id": "2", "text": "b"},
+                {"id": "3", "text": "c"},
+            ]
+        }
+    )
+    bob.apply({"items": [{"id": "2", "status": "in_progress"}], "merge": True})
+    with pytest.raises(PlanError, match="alice already holds #1"):
+        alice.apply({"items": [{"id": "3", "status": "in_progress"}], "merge": True})
+    alice.close()
+    bob.close()
+
+
+def test_a_run_on_a_shared_board_through_the_real_cli(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    with open_store(url) as store:
+        store.add("Write the API", agent="lead")
+        store.add("Write the UI", agent="lead")
+        store.claim("bob", item_id="2")
+
+    def todo(*items: dict[str, str]) -> dict[str, object]:
+        return {"tool_calls": [{"name": "todo", "input": {"items": list(items), "merge": True}}]}
+
+    turns = [
+        todo({"id": "1", "status": "in_progress"}),
+        todo({"id": "1", "status": "completed"}, {"id": "2", "status": "completed"}),
+        todo({"id": "1", "status": "completed"}),
+        {"text": "My part is done."},
+    ]
+    script = parse_script({"name": "shared", "turns": turns}, source="test")
+    trace = tmp_path / "alice.jsonl"
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+    }
+    with MessagesServer(script) as server:
+        env.update(
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"),
+            NO_COLOR="1",
+        )
+        command = ["run", "Do your part", "--workdir", str(workdir), "--yes", "--quiet"]
+        shared = ["--board", url, "--agent", "alice", "--trace", str(trace)]
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *command, *shared],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stderr
+    # The model's second call tried to complete bob's item: refused whole, so #1 stayed too.
+    results = [
+        json.loads(line) for line in trace.read_text().splitlines() if '"tool.result"' in line
+    ]
+    assert [bool(r.get("is_error")) for r in results] == [False, True, False]
+    assert "held by bob" in json.dumps(results[1])
+    assert "[>] #2: Write the UI (bob)" in json.dumps(results[0], ensure_ascii=False)
+    with open_store(url) as store:
+        items, entries = store.snapshot()
+    assert [(i.id, i.status.value, i.owner) for i in items] == [
+        ("1", "completed", "alice"),
+        ("2", "in_progress", "bob"),
+    ]
+    assert [(e.agent, e.item, e.trigger) for e in entries if e.trigger != "add"] == [
+        ("bob", "2", "start"),
+        ("alice", "1", "start"),
+        ("alice", "1", "complete"),
+    ]
+    assert check_log(entries, items) is None
+    replayed = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "replay", "--check", str(trace)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert replayed.returncode == 0, replayed.stderr
