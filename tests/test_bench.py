@@ -59,8 +59,13 @@ TARGETED = {
     "input_cost_ratio",
     "update_output_chars_merge",
     "long_run_peak_over_window",
+    "board_claim_vs_floor",
+    "board_lost_updates",
 }
 FIGURES = TARGETED | {
+    "board_claims_per_s_1",
+    "board_claims_per_s_4",
+    "board_claims_per_s_16",
     "replay_events_per_s",
     "plan_update_us_20",
     "plan_update_us_200",

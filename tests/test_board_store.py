@@ -351,7 +351,7 @@ def _chains(store: BoardStore, count: int, seed: int) -> None:
 
 
 def test_many_claimers_some_killed_complete_every_item_exactly_once(board_url: str) -> None:
-    items, workers, lease = 2000, 16, 2.0
+    items, workers, lease = 2000, 16, 5.0
     with open_store(board_url) as store:
         _chains(store, items, seed=23)
     processes = [
@@ -391,10 +391,12 @@ def test_many_claimers_some_killed_complete_every_item_exactly_once(board_url: s
     assert check_log(entries, final) is None
     starts = Counter(e.item for e in entries if e.trigger == "start")
     expiries = [e for e in entries if e.trigger == "expire"]
-    # Every expiry belongs to a killed agent, and each expired item was started again.
-    killed_names = {f"agent-{n}" for n in range(3)}
-    assert {e.agent for e in expiries} <= killed_names
+    # Each expired item was started again (a killed agent's always expire; on a loaded
+    # machine a slow survivor's may too, and its late completion is refused).
     assert all(starts[e.item] >= 2 for e in expiries)
+    killed_names = {f"agent-{n}" for n in range(3)}
+    held_at_death = {e.item for e in entries if e.trigger == "start" and e.agent in killed_names}
+    assert all(completions[item] == 1 for item in held_at_death)
 
 
 def test_the_board_command_line(board_url: str) -> None:

@@ -23,6 +23,7 @@ import attrs
 from transitions import Machine
 
 from orchestrator.bench import _floors
+from orchestrator.bench._board import measure_board
 from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._sandbox import sandbox_cost
 from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
@@ -555,4 +556,5 @@ MEASURES = (
     _update_output,
     _long_run,
     _sandbox,
+    measure_board,
 )

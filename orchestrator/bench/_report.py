@@ -53,6 +53,8 @@ TARGETS: tuple[Target, ...] = (
     Target("cached_input_share", ">= 0.9", lambda _f: 0.9, operator.ge),
     Target("input_cost_ratio", "<= 0.25", lambda _f: 0.25),
     Target("long_run_peak_over_window", "< 1", lambda _f: 0.999),
+    Target("board_claim_vs_floor", "<= 3", lambda _f: 3.0),
+    Target("board_lost_updates", "== 0", lambda _f: 0.0),
     Target(
         "update_output_chars_merge",
         "<= update_output_chars_full / 5",
@@ -94,6 +96,11 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("bash_ms_per_command_plain", "plain bash -c true, wall-clock ms"),
     ("sandbox_ms_per_command_workdir", "the bash tool, --sandbox workdir, ms"),
     ("sandbox_ms_per_command_bwrap", "the bash tool, --sandbox bwrap, ms (0: cannot run)"),
+    ("board_claims_per_s_1", "shared board (SQLite): claim + complete cycles per s, 1 process"),
+    ("board_claims_per_s_4", "the same, 4 claimer processes"),
+    ("board_claims_per_s_16", "the same, 16 claimer processes"),
+    ("board_claim_vs_floor", "a claim cycle / two bare SQLite write transactions, 16 processes"),
+    ("board_lost_updates", "items not completed exactly once, or a failed board check"),
 )
 
 

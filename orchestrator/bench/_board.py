@@ -1,0 +1,126 @@
+"""The shared board's figures: claims per second, a claim against its floor, updates lost.
+
+Claims per second at 1, 4 and 16 claimer processes on SQLite; a claim against a bare SQLite
+write transaction; and updates lost (which must be none).
+
+Each claimer is a process of its own (``python -m orchestrator.bench._board``): it claims the
+next ready item, completes it, and goes on until the board is all done. The floor is the same
+number of processes doing the same number of bare ``BEGIN IMMEDIATE`` write transactions
+(two per item, as a claim and a completion are), measured in the same run.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.bench._timing import Found
+
+if TYPE_CHECKING:
+    from orchestrator.bench._figures import Sizes
+
+CLAIMERS = (1, 4, 16)
+
+
+def _claims(url: str, agent: str) -> None:
+    from orchestrator.board.store import NothingClaimable
+    from orchestrator.board.stores import open_store
+
+    with open_store(url) as store:
+        while True:
+            try:
+                item = store.claim(agent)
+            except NothingClaimable as nothing:
+                if nothing.reason == "all done":
+                    return
+                time.sleep(0.001)
+                continue
+            store.complete(item.id, agent=agent)
+
+
+def _floor(path: str, transactions: int) -> None:
+    import sqlite3
+
+    connection = sqlite3.connect(path, timeout=60, isolation_level=None)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    for _ in range(transactions):
+        connection.execute("BEGIN IMMEDIATE")
+        connection.execute("UPDATE counter SET value = value + 1 WHERE id = 1")
+        connection.execute("COMMIT")
+    connection.close()
+
+
+def _wall(commands: list[list[str]]) -> float:
+    started = time.perf_counter()
+    processes = [subprocess.Popen(command) for command in commands]
+    for process in processes:
+        if process.wait() != 0:
+            raise RuntimeError(f"a benchmark process failed: {process.args!r}")
+    return time.perf_counter() - started
+
+
+def _drain(folder: Path, items: int, claimers: int) -> tuple[float, int]:
+    """Seconds for ``claimers`` processes to work ``items`` items; updates lost doing it."""
+    from orchestrator.board.check import check_log
+    from orchestrator.board.stores import open_store
+
+    url = f"sqlite:///{folder / f'board-{claimers}.db'}"
+    with open_store(url) as store, store.change() as change:
+        for number in range(items):
+            change.add(f"item {number + 1}")
+    me = [sys.executable, "-m", "orchestrator.bench._board"]
+    seconds = _wall([[*me, "claims", url, f"agent-{n}"] for n in range(claimers)])
+    with open_store(url) as store:
+        final, entries = store.snapshot()
+    completions = Counter(e.item for e in entries if e.trigger == "complete")
+    lost = sum(completions[item.id] != 1 for item in final)
+    lost += int(check_log(entries, final) is not None)
+    return seconds, lost
+
+
+def _floor_seconds(folder: Path, items: int, claimers: int) -> float:
+    import sqlite3
+
+    path = folder / "floor.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE IF NOT EXISTS counter (id INTEGER PRIMARY KEY, value INT)")
+        connection.execute("INSERT OR REPLACE INTO counter VALUES (1, 0)")
+    each = 2 * items // claimers
+    me = [sys.executable, "-m", "orchestrator.bench._board"]
+    return _wall([[*me, "floor", str(path), str(each)] for _ in range(claimers)])
+
+
+def measure_board(sizes: Sizes, workdir: Path) -> Found:
+    items = 64 if sizes.quick else 2000
+    figures: dict[str, float] = {}
+    lost = 0
+    with tempfile.TemporaryDirectory(prefix="board-bench-", dir=workdir) as scratch:
+        folder = Path(scratch)
+        for claimers in CLAIMERS:
+            seconds, lost_here = _drain(folder, items, claimers)
+            figures[f"board_claims_per_s_{claimers}"] = round(items / seconds, 1)
+            lost += lost_here
+        # Side by side at 16 processes: the board's claim cycle, then the bare floor.
+        claims, _ = _drain(folder, items, 16)
+        floor = _floor_seconds(folder, items, 16)
+    figures["board_claim_vs_floor"] = round(claims / floor, 2)
+    figures["board_lost_updates"] = float(lost)
+    floors = {
+        "board_claim_vs_floor": f"bare write transactions: {2 * items / floor:.0f}/s",
+        "board_lost_updates": "each board's log, replayed by board check",
+    }
+    context = {"board_items": f"{items} items, claim + complete each, SQLite WAL"}
+    return figures, floors, context
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "claims":
+        _claims(sys.argv[2], sys.argv[3])
+    else:
+        _floor(sys.argv[2], int(sys.argv[3]))
