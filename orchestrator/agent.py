@@ -43,7 +43,14 @@ from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
 from orchestrator.pricing import UsageTotals
-from orchestrator.protocols import Model, ModelLimits, Tool, ToolSource
+from orchestrator.protocols import (
+    CheckResult,
+    Model,
+    ModelLimits,
+    Tool,
+    ToolResult,
+    ToolSource,
+)
 from orchestrator.sessions import SessionError, check_new_trace
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
 from orchestrator.tools.mcp_config import McpConfigError, McpServerConfig, mcp_secret_values
@@ -223,6 +230,8 @@ class Session:
     extra_tools: tuple[Tool, ...] = ()
     #: Whether the model gets the todo tool (an eval's no-board arm does not).
     board_tool: bool = True
+    #: Whether a run may end only with the plan settled (chat's turns may leave items open).
+    settle_plan: bool = True
     closing: bool = True
     #: Where a person's one-line notices go (warnings, the sandbox chosen).
     notice: Callable[[str], None] = _stderr
@@ -295,6 +304,7 @@ class Session:
                 self.say(f"project instructions: {', '.join(instructions.files)}")
             settings = LoopSettings(
                 system=instructions.system_prompt(DEFAULT_SYSTEM.format(workdir=options.workdir)),
+                settle_plan=self.settle_plan,
                 max_rounds=config.max_rounds,
                 trace_requests=options.trace_requests,
                 workdir=str(options.workdir),
@@ -336,19 +346,12 @@ class Session:
             from orchestrator.tools.processes import make_undumpable
 
             make_undumpable()  # bwrap hides the harness's /proc entirely
-        if self.sandbox.warning is not None:
-            self.notice(f"orchestrator: {self.sandbox.warning}")
-        if config.allow_network and not config.deny_bash:
-            shown = self.sandbox.sandbox.describe()
-            self.notice(f"orchestrator: network is on for bash (--allow-network); {shown}")
-        notice = no_terminal_notice(
-            config.approval, has_terminal=self.interactive, mcp=bool(options.mcp_servers)
-        )
-        if notice:
-            self.notice(notice)
+        self._say_how_it_runs()
+        registry = self._registry(secrets)
         self._loop = Loop(
             model=self.model,
-            tools=self._registry(secrets),
+            tools=registry,
+            run_check=self._check_runner(secrets),
             plan=self.board,
             log=self._trace.log,
             settings=settings,
@@ -368,6 +371,38 @@ class Session:
             ),
         )
         return self._loop
+
+    def _say_how_it_runs(self) -> None:
+        """The one-line notices of a start: a sandbox fallback, the network, approvals."""
+        options, config = self.options, self.options.config
+        assert self.sandbox is not None
+        if self.sandbox.warning is not None:
+            self.notice(f"orchestrator: {self.sandbox.warning}")
+        if config.allow_network and not config.deny_bash:
+            shown = self.sandbox.sandbox.describe()
+            self.notice(f"orchestrator: network is on for bash (--allow-network); {shown}")
+        notice = no_terminal_notice(
+            config.approval, has_terminal=self.interactive, mcp=bool(options.mcp_servers)
+        )
+        if notice:
+            self.notice(notice)
+
+    def _check_runner(self, secrets: Sequence[str]) -> Callable[[str], CheckResult]:
+        """Checks run where the model's bash runs (the model may have written them)."""
+        from orchestrator.tools.bash import BashTool
+        from orchestrator.tools.secrets import redact, redactable
+
+        assert self.sandbox is not None
+        workdir = Workdir(self.options.workdir, confined=self.sandbox.sandbox.confined)
+        bash = BashTool(workdir, sandbox=self.sandbox.sandbox)
+        hidden = redactable(tuple(secrets))
+        timeout = self.options.config.check_timeout
+
+        def run(command: str) -> CheckResult:
+            result = bash.run_check(command, timeout)
+            return attrs.evolve(result, output=redact(ToolResult(result.output), hidden).text)
+
+        return run
 
     def _start_mcp(self) -> None:
         """Start the configured MCP servers, once, before the loop's first round."""
@@ -452,7 +487,8 @@ class Session:
     def report_for(self, outcome: RunOutcome | None, interrupted_code: int) -> report.RunReport:
         status = outcome.status if outcome is not None else "chat"
         refused = tuple(self.approval.refused)
-        code = report.exit_code(status, len(refused), interrupted_code)
+        unfinished = outcome.unfinished if outcome is not None else ()
+        code = report.exit_code(status, len(refused), interrupted_code, len(unfinished))
         return report.RunReport(
             status=status,
             reason=outcome.reason if outcome is not None else "",
@@ -465,6 +501,8 @@ class Session:
             exit_code=code,
             me=self.me,
             prices=self.options.config.price_per_mtok,
+            unfinished=unfinished,
+            progress=self.board.progress,
         )
 
     def _registry(self, secrets: Sequence[str]) -> ToolRegistry:
@@ -514,6 +552,8 @@ def _model_settings(config: Config, limits: ModelLimits) -> dict[str, Any]:
         "effort": config.effort,
         "context_window": limits.max_input_tokens,
         "compaction": _compaction_mode(limits, config),
+        "done_check": config.done_check,
+        "done_check_retries": config.done_check_retries,
     }
 
 
@@ -670,6 +710,8 @@ class RunResult:
     run_id: str | None = None
     #: The conversation at the end, as the Messages API takes it.
     messages: tuple[Mapping[str, Any], ...] = ()
+    #: Items a ``done`` run left neither completed nor cancelled (``exit_code`` 3).
+    unfinished: tuple[str, ...] = ()
 
 
 class _SilentView:
@@ -868,6 +910,7 @@ class Agent:
             exit_code=ended.exit_code,
             run_id=run_id,
             messages=tuple(conversation.messages) if conversation is not None else (),
+            unfinished=outcome.unfinished,
         )
 
 

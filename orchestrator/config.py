@@ -415,6 +415,29 @@ SETTINGS: tuple[_Setting, ...] = (
         help="Python modules whose @tool functions the model gets, e.g. mypkg.agent_tools "
         "(comma-separated; a project file's need trust).",
     ),
+    # issue 24
+    _Setting(
+        "done_check",
+        _text,
+        None,
+        ("ORCHESTRATOR_DONE_CHECK",),
+        help="A command (run where bash runs) that must pass before the run may end done; "
+        "its failure goes back to the model.",
+    ),
+    _Setting(
+        "done_check_retries",
+        _non_negative_int,
+        3,
+        ("ORCHESTRATOR_DONE_CHECK_RETRIES",),
+        help="Failed done-checks the model may fix before the run ends failed.",
+    ),
+    _Setting(
+        "check_timeout",
+        _positive_float,
+        300.0,
+        ("ORCHESTRATOR_CHECK_TIMEOUT",),
+        help="Seconds a done-check may run before it is killed (and fails).",
+    ),
     # issue 23
     _Setting(
         "agent",
@@ -503,6 +526,8 @@ def widens(name: str, value: object, baseline: object = _NO_VALUE) -> bool:
         return isinstance(value, tuple) and not set(value) <= set(baseline or ())  # type: ignore[call-overload]
     if name == "tools":  # importing a module runs its code, outside the sandbox
         return isinstance(value, tuple) and not set(value) <= set(baseline or ())  # type: ignore[call-overload]
+    if name == "done_check":  # a repo's command, run on every ending: trust first
+        return value is not None and value != baseline
     return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
 
 

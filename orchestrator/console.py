@@ -121,8 +121,13 @@ class _EventLines:
         if name == "plan.updated" and event.get("explanation"):
             return [("✎ " + " ".join(str(event["explanation"]).split()), "italic")]
         if name == "audit.reminder":
+            if event.get("reason") == "unfinished":
+                names = ", ".join(f"#{item}" for item in event.get("unfinished") or ())
+                return [(f"⚑ reminder: the plan is unfinished: {names}", "bold yellow")]
             text = f"⚑ reminder: the plan has not changed for {event['rounds_since_update']} rounds"
             return [(text, "bold yellow")]
+        if name in ("loop.done_check", "plan.check"):
+            return [_check_line(event)]
         if name == "guard.blocked":
             return [
                 (f"⊘ blocked {event['name']}: {event['rule'].replace('_', ' ')} call", "magenta")
@@ -154,6 +159,18 @@ class _EventLines:
                 text += f": {event['reason']}"
             return [(text, "bold green" if event["status"] == "done" else "bold red")]
         return []
+
+
+def _check_line(event: Mapping[str, Any]) -> tuple[str, str]:
+    """``✓ done-check make test  2.1 s`` / ``✗ check #3 pytest -q  0.4 s  exit 1``."""
+    what = "done-check" if event["event"] == "loop.done_check" else f"check #{event.get('item')}"
+    command = " ".join(str(event.get("command", "")).split())
+    shown = command if len(command) <= 60 else command[:59] + "…"
+    passed = event.get("exit_code") == 0
+    text = f"{'✓' if passed else '✗'} {what} {shown}  {float(event.get('duration_s', 0)):.1f} s"
+    if not passed:
+        text += f"  exit {event.get('exit_code')}"
+    return text, "green" if passed else "red"
 
 
 # --- plain ---------------------------------------------------------------------------------

@@ -516,7 +516,17 @@ A run starts in `idle`, and `start` enters `call_model`, which sends the convers
 model; every entry except `resend` and the retry after `overflow` begins a new round. From
 `call_model`, `use_tools` goes to `dispatch` when the answer holds tool calls
 (`has_tool_calls`), `resend` asks again after a `pause_turn` stop without counting a round, and
-`finish` ends the run in `done` when the model answers without tool calls. `dispatch` runs every
+`finish` is taken when the model answers without tool calls. `finish` reaches `done` only when
+`plan_settled` (every item completed or cancelled, or the board empty) and
+`done_check_passes` (the `--done-check` command, run where bash runs, exited 0; it is logged
+as `loop.done_check` and replay reads the recorded outcome, never running it again). The first
+time the plan is unsettled, `finish` goes back to `call_model` through `remind_unfinished`
+while `unfinished_reminder_left`: one reminder naming the open items, as a new user message and
+an `audit.reminder` event with `reason: "unfinished"`; if the model ends again unsettled,
+`unfinished_reminded` lets the run end `done` reporting the unfinished items (exit code 3).
+A failing done-check sends its exit code and output tail back through `report_done_check` while
+`done_check_retry_left` (`--done-check-retries`), and ends the run in `failed` once it has none
+left. In `chat` a turn may leave items open: the plan does not hold it. `dispatch` runs every
 tool call, answers each with exactly one result, and `dispatched` enters `audit`, which counts
 the rounds since the plan last changed. `advance` leaves `audit` by the first edge whose guard
 holds: to `failed` when `round_limit_reached` (`--max-rounds`); to `compact` when

@@ -19,6 +19,7 @@ from transitions import EventData, Machine
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
+    CheckResult,
     ContextKeeper,
     ContextTooLong,
     EventLog,
@@ -54,7 +55,32 @@ LOOP_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
         "conditions": "has_tool_calls",
     },
     {"trigger": "resend", "source": "call_model", "dest": "call_model"},
-    {"trigger": "finish", "source": "call_model", "dest": "done"},
+    # The model ended its turn: done only with the plan settled and the done-check passing.
+    {
+        "trigger": "finish",
+        "source": "call_model",
+        "dest": "call_model",
+        "conditions": "unfinished_reminder_left",
+        "unless": "plan_settled",
+        "before": "remind_unfinished",
+    },
+    {
+        "trigger": "finish",
+        "source": "call_model",
+        "dest": "call_model",
+        "conditions": "done_check_retry_left",
+        "unless": "done_check_passes",
+        "before": "report_done_check",
+    },
+    {"trigger": "finish", "source": "call_model", "dest": "failed", "unless": "done_check_passes"},
+    {"trigger": "finish", "source": "call_model", "dest": "done", "conditions": "plan_settled"},
+    # Unsettled after its one reminder: the run ends, reporting the unfinished items (exit 3).
+    {
+        "trigger": "finish",
+        "source": "call_model",
+        "dest": "done",
+        "conditions": "unfinished_reminded",
+    },
     {
         "trigger": "overflow",
         "source": "call_model",
@@ -111,6 +137,8 @@ STOP_REASON_TRIGGERS: Mapping[str, str] = {
 }
 
 REMINDER_TAG = "<reminder>Update your todos.</reminder>"
+#: How much of a failing done-check's output goes back to the model.
+CHECK_OUTPUT_TAIL = 4000
 #: With ``--compaction server`` the service compacts at this share of the window.
 SERVER_COMPACT_SHARE = 0.6
 
@@ -125,6 +153,20 @@ DEFAULT_SYSTEM = (
 def reminder_text(rounds: int, plan: str) -> str:
     """The reminder: the seeds' tag, then how stale the plan is and the plan itself."""
     return f"{REMINDER_TAG}\nYour plan has not changed for {rounds} rounds:\n{plan}"
+
+
+def unfinished_text(unfinished: list[str], done: int, total: int, plan: str) -> str:
+    """The one reminder a turn that ends with the plan unsettled gets."""
+    names = ", ".join(f"#{item_id}" for item_id in unfinished)
+    return (
+        f"<reminder>You ended your turn with the plan unfinished ({done}/{total} completed; "
+        f"open: {names}). Finish those items, cancel them with a reason, or say why you stop."
+        f"</reminder>\n{plan}"
+    )
+
+
+def output_tail(text: str, limit: int = CHECK_OUTPUT_TAIL) -> str:
+    return text if len(text) <= limit else "…" + text[-limit:]
 
 
 class LoopMachine(Machine):
@@ -162,6 +204,12 @@ class LoopSettings:
     compaction: str = "auto"
     thinking: str = "off"
     effort: str | None = None
+    # Whether ``done`` needs the plan settled: a session's runs (CLI, API) set it; chat does not,
+    # as a turn that leaves items open is normal there (the person speaks next).
+    settle_plan: bool = False
+    #: A command the run must pass before it may end ``done`` (``--done-check``).
+    done_check: str | None = None
+    done_check_retries: int = 3
 
     def __attrs_post_init__(self) -> None:
         for field in ("max_tokens", "max_rounds", "reminder_threshold", "context_window"):
@@ -198,6 +246,8 @@ class RunOutcome:
     rounds: int
     reason: str = ""
     text: str = ""
+    #: The items a ``done`` run left neither completed nor cancelled (exit code 3).
+    unfinished: tuple[str, ...] = ()
 
 
 @attrs.define(slots=False, eq=False)
@@ -221,6 +271,12 @@ class RunState:
     reason: str = ""
     # True from a refusal as too long until a response comes back: one compaction, one retry.
     overflowed: bool = False
+    #: Starts a new user message (the unfinished reminder, a failed done-check's report).
+    add_message: Callable[[str], None] = lambda _text: None
+    reminded_unfinished: bool = False
+    done_check_failures: int = 0
+    #: The done-check run for this turn's end: None when none ran (none set, or not yet due).
+    check: CheckResult | None = None
 
     # Guards named in LOOP_TRANSITIONS; side-effect free.
     def has_tool_calls(self, event: EventData) -> bool:
@@ -244,8 +300,32 @@ class RunState:
     def retrying_overflow(self, event: EventData) -> bool:
         return self.overflowed
 
+    def plan_settled(self, event: EventData) -> bool:
+        return not self.settings.settle_plan or not self.unfinished()
+
+    def unfinished_reminder_left(self, event: EventData) -> bool:
+        return not self.reminded_unfinished
+
+    def unfinished_reminded(self, event: EventData) -> bool:
+        return self.reminded_unfinished
+
+    def done_check_passes(self, event: EventData) -> bool:
+        return self.check is None or self.check.passed
+
+    def done_check_retry_left(self, event: EventData) -> bool:
+        return self.done_check_failures < self.settings.done_check_retries
+
+    def unfinished(self) -> list[str]:
+        """The ids of the items neither completed nor cancelled."""
+        return [
+            item_id
+            for item_id, status in self.plan.statuses.items()
+            if status not in ("completed", "cancelled")
+        ]
+
     # Callbacks: the side effects.
     def on_enter_call_model(self, event: EventData) -> None:
+        self.check = None
         if event.event.name == "resend" or (event.event.name == "compacted" and self.overflowed):
             return  # the same round, asked again
         self.round += 1
@@ -262,6 +342,38 @@ class RunState:
     def on_enter_failed(self, event: EventData) -> None:
         if event.event.name == "advance":
             self.reason = f"stopped after {self.round} rounds (--max-rounds); raise it to go on"
+        elif event.event.name == "finish" and self.check is not None:
+            self.reason = (
+                f"the done-check `{self.check.command}` still failed (exit "
+                f"{self.check.exit_code}) after {self.done_check_failures + 1} attempt(s) "
+                "(--done-check-retries)"
+            )
+
+    def remind_unfinished(self, event: EventData) -> None:
+        self.reminded_unfinished = True
+        unfinished = self.unfinished()
+        statuses = self.plan.statuses
+        done = sum(status == "completed" for status in statuses.values())
+        plan = self.plan.render()
+        self.add_message(unfinished_text(unfinished, done, len(statuses), plan))
+        self.log.info(
+            "audit.reminder",
+            round=self.round,
+            rounds_since_update=self.rounds_since_update,
+            reason="unfinished",
+            unfinished=unfinished,
+            plan=plan,
+        )
+
+    def report_done_check(self, event: EventData) -> None:
+        assert self.check is not None
+        self.done_check_failures += 1
+        self.add_message(
+            f"The done-check `{self.check.command}` failed with exit code "
+            f"{self.check.exit_code}, so the run cannot end yet (attempt "
+            f"{self.done_check_failures} of {self.settings.done_check_retries}). Fix the cause "
+            f"and end your turn again.\nOutput (tail):\n{output_tail(self.check.output)}"
+        )
 
     def remind(self, event: EventData) -> None:
         plan = self.plan.render()
@@ -300,8 +412,11 @@ class Loop:
         on_text: Callable[[str], None] = lambda _text: None,
         conversation: Conversation | None = None,
         context: ContextKeeper | None = None,
+        run_check: Callable[[str], CheckResult] | None = None,
     ) -> None:
         self.model, self.tools, self.plan, self.log = model, tools, plan, log
+        #: Runs a check command where bash runs (the done-check).
+        self.run_check = run_check
         self.settings = settings
         self.context = context
         self.guard = guard if guard is not None else RepeatGuard()
@@ -327,6 +442,7 @@ class Loop:
             round=first_round,
             rounds_since_update=rounds_since_update,
             seen_revision=self.plan.revision,
+            add_message=self.conversation.add_user_text,
         )
         self._machine.add_model(run)
         self.log.info(
@@ -355,7 +471,10 @@ class Loop:
         finally:
             self._machine.remove_model(run)
         text = run.turn.text if run.turn is not None else ""
-        outcome = RunOutcome(run.state, run.round, run.reason, text)
+        unfinished = tuple(run.unfinished()) if run.state == "done" else ()
+        outcome = RunOutcome(
+            run.state, run.round, run.reason, text, unfinished if run.settings.settle_plan else ()
+        )
         self.log.info("run.finished", status=outcome.status, rounds=run.round, reason=run.reason)
         return outcome
 
@@ -423,8 +542,28 @@ class Loop:
         self.conversation.add_assistant(turn.content)
         if trigger == "fail":
             run.reason = _stop_reason_message(turn.stop_reason, self.settings.max_tokens)
-        if not self._machine.fire(run, trigger):
+        if trigger == "finish" or not self._machine.fire(run, trigger):
+            self._done_check(run)
             self._machine.fire(run, "finish")
+
+    def _done_check(self, run: RunState) -> None:
+        """Run the done-check when the turn could otherwise end (the plan settled, or reminded)."""
+        command = self.settings.done_check
+        if command is None or self.run_check is None:
+            return
+        if run.settings.settle_plan and run.unfinished() and not run.reminded_unfinished:
+            return  # the unfinished reminder comes first
+        run.check = check = self.run_check(command)
+        self.log.info(
+            "loop.done_check",
+            round=run.round,
+            command=command,
+            exit_code=check.exit_code,
+            passed=check.passed,
+            attempt=run.done_check_failures + 1,
+            duration_s=round(check.duration_s, 3),
+            output=output_tail(check.output),
+        )
 
     def _context_over(self) -> bool:
         return self.context is not None and self.context.over_budget(self.conversation.messages)

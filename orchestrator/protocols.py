@@ -98,6 +98,20 @@ class ToolResult:
     is_error: bool = False
 
 
+@attrs.frozen
+class CheckResult:
+    """A check command's outcome (a done-check, an item's acceptance check)."""
+
+    command: str
+    exit_code: int
+    output: str
+    duration_s: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
 class ToolError(Exception):
     """A tool call the model can fix: the message says what was wrong and how to call again."""
 

@@ -35,7 +35,7 @@ from orchestrator.plan import (
     render_items,
     table_edges,
 )
-from orchestrator.protocols import JSONObject, ModelError, ModelTurn, PlanRecord
+from orchestrator.protocols import CheckResult, JSONObject, ModelError, ModelTurn, PlanRecord
 from orchestrator.tools import ToolRegistry
 from orchestrator.trace import TRACE_FORMAT
 
@@ -58,6 +58,7 @@ KNOWN_EVENTS = frozenset(
         "context.compacted",
         "mcp.server",
         "mcp.error",
+        "loop.done_check",
     }
 )
 
@@ -425,6 +426,15 @@ class Replay:
         self._board.reset()
         return self._compare(line.number)
 
+    def _on_done_check(self, line: TraceLine) -> Divergence | None:
+        # The command is never run again: its recorded outcome decides the guard, as it did.
+        run = self._require_run(line)
+        event = line.event
+        run.check = CheckResult(
+            str(event.get("command", "")), int(event.get("exit_code", 1)), str(event.get("output"))
+        )
+        return None
+
     def _on_reminder(self, line: TraceLine) -> Divergence | None:
         if self.timeline:
             self.timeline[-1].reminders += 1
@@ -452,6 +462,7 @@ class Replay:
         "tool.call": _on_tool_call,
         "tool.result": _on_tool_result,
         "audit.reminder": _on_reminder,
+        "loop.done_check": _on_done_check,
         "plan.updated": _on_plan_updated,
         "run.finished": _on_run_finished,
     }

@@ -1,7 +1,8 @@
 """How a finished run is reported: closing lines, the ``--output-format json`` object, exit code.
 
 Exit codes: 0 done, 1 failed, 2 usage or input error, 3 done but some side-effecting calls were
-refused (so the work the model reports may not have happened), 130 interrupted (Ctrl-C),
+refused or the plan was left unfinished (so the work the model reports may not have happened),
+130 interrupted (Ctrl-C),
 143 terminated (SIGTERM), 129 hung up (SIGHUP).
 
 The JSON object (``--output-format json``) has these keys: ``answer`` (the model's last text),
@@ -9,7 +10,8 @@ The JSON object (``--output-format json``) has these keys: ``answer`` (the model
 ``usage`` (``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
 ``cache_creation_input_tokens``, summed over the session), ``cost_usd`` (null when the price is
 unknown), ``duration_s``, ``model``, ``trace`` (its path), ``resume`` (the command that continues
-the session) and ``refused_actions`` (a list of ``{tool, target, reason}``).
+the session), ``refused_actions`` (a list of ``{tool, target, reason}``) and ``unfinished`` (the
+ids of the items a ``done`` run left neither completed nor cancelled).
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class RunReport:
     exit_code: int
     me: str = "orchestrator"
     prices: Prices | None = None
+    #: Items a done run left unfinished, and the board's (completed, total) then.
+    unfinished: tuple[str, ...] = ()
+    progress: tuple[int, int] = (0, 0)
 
     @property
     def cost(self) -> float | None:
@@ -74,10 +79,17 @@ class RunReport:
             lines.extend(
                 f"    {action.tool} {action.target}: {action.reason}" for action in self.refused
             )
+        if self.unfinished:
+            lines.append(self.unfinished_line())
         if self.trace is not None:
             lines.append(f"trace: {self.trace}")
             lines.append(f"resume: {self.resume_command}")
         return lines
+
+    def unfinished_line(self) -> str:
+        done, total = self.progress
+        names = ", ".join(f"#{item_id}" for item_id in self.unfinished)
+        return f"! plan unfinished: {done}/{total} completed: {names} (exit code {EXIT_REFUSED})"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -93,13 +105,16 @@ class RunReport:
             "trace": None if self.trace is None else str(self.trace),
             "resume": self.resume_command,
             "refused_actions": [action.as_dict() for action in self.refused],
+            "unfinished": list(self.unfinished),
         }
 
 
-def exit_code(status: str, refused: int, interrupted_code: int = EXIT_INTERRUPTED) -> int:
+def exit_code(
+    status: str, refused: int, interrupted_code: int = EXIT_INTERRUPTED, unfinished: int = 0
+) -> int:
     """The process's exit code for a run that ended in ``status`` with ``refused`` refusals."""
     if status == "done":
-        return EXIT_REFUSED if refused else EXIT_DONE
+        return EXIT_REFUSED if refused or unfinished else EXIT_DONE
     if status == "interrupted":
         return interrupted_code
     return EXIT_FAILED

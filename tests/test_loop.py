@@ -190,6 +190,9 @@ def test_machine_edges_are_the_table() -> None:
         ("use_tools", "call_model", "dispatch"),
         ("resend", "call_model", "call_model"),
         ("finish", "call_model", "done"),
+        # issue 24: an unsettled plan's one reminder, and a failing done-check's retry or end
+        ("finish", "call_model", "call_model"),
+        ("finish", "call_model", "failed"),
         ("overflow", "call_model", "compact"),
         ("dispatched", "dispatch", "audit"),
         ("advance", "audit", "failed"),
@@ -770,3 +773,95 @@ def test_tool_use_ids_of_a_long_run_are_all_answered(tmp_path: Path) -> None:
     )
     assert run.outcome.status == "done"
     assert len(_tool_use_ids(run.requests)) == 8
+
+
+# --- issue 24: the done edge's guards ------------------------------------------------------
+
+_TWO_ITEMS = {
+    "items": [
+        {"id": "1", "text": "Read", "status": "in_progress"},
+        {"id": "2", "text": "Write", "status": "pending"},
+    ]
+}
+
+
+def test_an_unsettled_plan_gets_one_reminder_then_the_run_ends_reporting_it(
+    tmp_path: Path,
+) -> None:
+    run = _run(
+        tmp_path,
+        _script(_call("todo", _TWO_ITEMS), {"text": "All done!"}, {"text": "All done, really."}),
+        settle_plan=True,
+    )
+    assert (run.outcome.status, run.outcome.unfinished) == ("done", ("1", "2"))
+    reminders = [e for e in run.named("audit.reminder") if e.get("reason") == "unfinished"]
+    assert len(reminders) == 1 and reminders[0]["unfinished"] == ["1", "2"]
+    asked = run.requests[2]["messages"][-1]
+    assert asked["role"] == "user"
+    assert "open: #1, #2" in asked["content"][0]["text"]
+    assert run.transitions()[-2:] == [
+        ("call_model", "finish", "call_model"),
+        ("call_model", "finish", "done"),
+    ]
+    assert len(run.requests) == 3
+
+
+def test_a_plan_settled_after_the_reminder_ends_clean(tmp_path: Path) -> None:
+    done = {"items": [{"id": "1", "status": "completed"}, {"id": "2", "status": "cancelled"}]}
+    run = _run(
+        tmp_path,
+        _script(
+            _call("todo", _TWO_ITEMS),
+            {"text": "All done!"},
+            _call("todo", {**done, "merge": True}),
+            {"text": "Now it is."},
+        ),
+        settle_plan=True,
+    )
+    assert (run.outcome.status, run.outcome.unfinished) == ("done", ())
+
+
+def test_without_settle_plan_a_turn_may_leave_items_open(tmp_path: Path) -> None:
+    run = _run(tmp_path, _script(_call("todo", _TWO_ITEMS), {"text": "Over to you."}))
+    assert (run.outcome.status, run.outcome.unfinished, len(run.requests)) == ("done", (), 2)
+    assert not [e for e in run.named("audit.reminder") if e.get("reason") == "unfinished"]
+
+
+def _checked_loop(
+    workdir: Path, model: Model, capture: EventCapture, **settings: Any
+) -> tuple[Loop, RecordingModel]:
+    from orchestrator.tools.bash import BashTool
+
+    loop, recorder = _loop(workdir, model, capture=capture, **settings)
+    bash = BashTool(Workdir(workdir))
+    loop.run_check = lambda command: bash.run_check(command, 60)
+    return loop, recorder
+
+
+def test_the_done_check_keeps_the_run_going_until_it_passes(tmp_path: Path) -> None:
+    capture = EventCapture()
+    model = _script({"text": "Done."}, _bash("echo ok > done.txt"), {"text": "Done now."})
+    loop, recorder = _checked_loop(
+        tmp_path, model, capture, done_check="test -f done.txt", settle_plan=True
+    )
+    outcome = loop.run("Make done.txt")
+    assert outcome.status == "done"
+    checks = [e for e in capture.events if e["event"] == "loop.done_check"]
+    assert [(c["exit_code"], c["passed"], c["attempt"]) for c in checks] == [
+        (1, False, 1),
+        (0, True, 2),
+    ]
+    told = recorder.requests[1]["messages"][-1]["content"][0]["text"]
+    assert "done-check `test -f done.txt` failed with exit code 1" in told
+
+
+def test_the_done_check_ends_the_run_failed_after_its_retries(tmp_path: Path) -> None:
+    capture = EventCapture()
+    model = _script({"text": "Done."}, {"text": "Done!"}, {"text": "Done!!"})
+    loop, recorder = _checked_loop(
+        tmp_path, model, capture, done_check="exit 7", done_check_retries=2
+    )
+    outcome = loop.run("Try")
+    assert outcome.status == "failed"
+    assert "still failed (exit 7) after 3 attempt(s)" in outcome.reason
+    assert len(recorder.requests) == 3

@@ -269,10 +269,15 @@ def run_once(session: Session, task: str | None) -> int:
     result = session.report_for(outcome, stopped.exit_code if stopped else report.EXIT_INTERRUPTED)
     if session.options.output_format == "json":
         click.echo(json.dumps(result.as_json(), ensure_ascii=False))
+        for line in result.closing_lines()[1:]:  # stdout is the program's; people read stderr
+            if line.startswith("! plan unfinished"):
+                click.echo(line, err=True)
     elif session.closing:
         say = stderr_if(session.options.machine_output)
         for line in result.closing_lines():
             say(line)
-    elif result.refused:
-        click.echo(result.closing_lines()[1], err=True)
+    else:  # the demo prints its own ending; what did not happen is still said
+        for line in result.closing_lines()[1:]:
+            if line.startswith("!"):
+                click.echo(line, err=True)
     return result.exit_code

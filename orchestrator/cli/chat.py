@@ -29,7 +29,8 @@ def chat(**kwargs: Any) -> int:
     from orchestrator.sessions import state_dir
 
     options = options_from_flags(**kwargs)
-    session = new_session(options, anthropic_model(options))
+    # A turn may leave items open: the person speaks next, so the board does not hold it.
+    session = new_session(options, anthropic_model(options), settle_plan=False)
     stopped = stopped_record()
 
     def report_now() -> report.RunReport:

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from orchestrator.protocols import JSONObject, ToolError, ToolResult
+from orchestrator.protocols import CheckResult, JSONObject, ToolError, ToolResult
 from orchestrator.signals import interrupt_mark, raise_if_interrupted_since
 from orchestrator.tools import cgroups
 from orchestrator.tools.arguments import error_result, optional, required, with_note
@@ -142,6 +142,24 @@ class BashTool:
         return float(min(requested, self.max_timeout))
 
     def _execute(self, command: str, timeout: float) -> ToolResult:
+        finish, output, returncode = self._contained(command, timeout)
+        return self._result(finish, output, returncode, timeout)
+
+    def run_check(self, command: str, timeout: float) -> CheckResult:
+        """Run a check command as bash runs the model's (sandbox, limits, cap); its outcome.
+
+        A timeout is exit code 124, as ``timeout(1)`` reports it.
+        """
+        started = time.perf_counter()
+        finish, output, returncode = self._contained(command, timeout)
+        text = output.render()
+        if finish.timed_out:
+            returncode = 124
+            text = with_note(text, f"[timed out after {timeout:g}s; killed]")
+        code = 1 if returncode is None else (128 - returncode if returncode < 0 else returncode)
+        return CheckResult(command, code, text, time.perf_counter() - started)
+
+    def _contained(self, command: str, timeout: float) -> tuple[_Finish, _CappedText, int | None]:
         argv, env = self.sandbox.command(command, os.environ)
         limits = self.sandbox.policy.limits
         group = cgroups.create_call_group(
@@ -165,7 +183,7 @@ class BashTool:
         env: dict[str, str],
         timeout: float,
         group: CallGroup | None,
-    ) -> ToolResult:
+    ) -> tuple[_Finish, _CappedText, int | None]:
         # A stop signal whose interrupt Python swallowed (in a finalizer, say) still ends the
         # wait: the watch loop raises it again.
         mark = interrupt_mark()
@@ -219,7 +237,8 @@ class BashTool:
                 stop_command(process, pipe_inode, group)
             pipe.close()
             _reap(process)
-        return self._result(finish, output, process.returncode, timeout)
+        assert finish is not None  # set unless the watch raised, which leaves through here
+        return finish, output, process.returncode
 
     def _result(
         self, finish: _Finish, output: _CappedText, returncode: int | None, timeout: float
