@@ -348,10 +348,15 @@ class Session:
             make_undumpable()  # bwrap hides the harness's /proc entirely
         self._say_how_it_runs()
         registry = self._registry(secrets)
+        run_check = self._check_runner(secrets)
+        if isinstance(self.board, PlanBoard):
+            self.board.run_check = run_check
+            if self.board.default_check is None:
+                self.board.default_check = config.completion_check
         self._loop = Loop(
             model=self.model,
             tools=registry,
-            run_check=self._check_runner(secrets),
+            run_check=run_check,
             plan=self.board,
             log=self._trace.log,
             settings=settings,

@@ -432,11 +432,19 @@ SETTINGS: tuple[_Setting, ...] = (
         help="Failed done-checks the model may fix before the run ends failed.",
     ),
     _Setting(
+        "completion_check",
+        _text,
+        None,
+        ("ORCHESTRATOR_COMPLETION_CHECK",),
+        help="A command every todo item's completion must pass (unless the item has its own "
+        "check), e.g. 'make test'.",
+    ),
+    _Setting(
         "check_timeout",
         _positive_float,
         300.0,
         ("ORCHESTRATOR_CHECK_TIMEOUT",),
-        help="Seconds a done-check may run before it is killed (and fails).",
+        help="Seconds a done-check or an item's check may run before it is killed (and fails).",
     ),
     # issue 23
     _Setting(
@@ -526,7 +534,7 @@ def widens(name: str, value: object, baseline: object = _NO_VALUE) -> bool:
         return isinstance(value, tuple) and not set(value) <= set(baseline or ())  # type: ignore[call-overload]
     if name == "tools":  # importing a module runs its code, outside the sandbox
         return isinstance(value, tuple) and not set(value) <= set(baseline or ())  # type: ignore[call-overload]
-    if name == "done_check":  # a repo's command, run on every ending: trust first
+    if name in ("done_check", "completion_check"):  # a repo's command to run: trust first
         return value is not None and value != baseline
     return name in ("base_url", "allow_network", "ro_path", "env") and bool(value)
 

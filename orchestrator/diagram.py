@@ -492,7 +492,10 @@ Every todo item is a model of one shared item machine and starts `pending`. `sta
 item to `in_progress` under two guards: `no_other_item_in_progress` looks at the whole board,
 so at most one item is ever in progress, and `dependencies_completed` holds only when every item
 the item's `blocked_by` names is `completed` (a cancelled blocker still blocks until the
-dependency is dropped). `complete` takes an `in_progress` item to `completed`, and
+dependency is dropped). `complete` takes an `in_progress` item to `completed` when
+`check_passes`: an item with an acceptance check (its own `check`, or the person's
+`completion_check`) completes only when that command, run where bash runs just before the edge
+fires, exits 0 (recorded as `plan.check`; replay reads the recorded outcome). And
 `pause` puts it back to `pending`. `cancel` takes a `pending` or `in_progress` item to
 `cancelled`; it also fires for the unfinished items a full rewrite of the list leaves out.
 `completed` and `cancelled` are final: no edge leaves them, so finished work is never reopened,

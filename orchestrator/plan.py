@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import attrs
 from transitions import EventData, Machine
 
-from orchestrator.protocols import JSONObject, PlanRecord, ToolError, ToolResult
+from orchestrator.protocols import CheckResult, JSONObject, PlanRecord, ToolError, ToolResult
 
 
 class Status(enum.StrEnum):
@@ -62,7 +62,7 @@ ITEM_TRANSITIONS: tuple[Mapping[str, Any], ...] = (
         "trigger": "complete",
         "source": "in_progress",
         "dest": "completed",
-        "conditions": ["held_by_actor"],
+        "conditions": ["held_by_actor", "check_passes"],
     },
     {
         "trigger": "pause",
@@ -128,6 +128,10 @@ class PlanItem:
     priority: Priority | None = None
     #: The ids this item waits for, in the order the model gave them.
     blocked_by: tuple[str, ...] = ()
+    #: An acceptance check: a command that must exit 0 before the item may complete.
+    check: str | None = None
+    #: Who set the check: ``person`` (a board file, the config) or ``model``.
+    check_by: str | None = None
 
     def as_dict(self) -> JSONObject:
         # The new keys appear only when set, so a board without them records what it always did.
@@ -138,7 +142,30 @@ class PlanItem:
             data["priority"] = str(self.priority)
         if self.blocked_by:
             data["blocked_by"] = list(self.blocked_by)
+        if self.check is not None:
+            data["check"] = self.check
+            data["check_by"] = self.check_by or "person"
         return data
+
+
+@attrs.frozen
+class ItemChecked:
+    """An acceptance check that ran as an item was completed: the ``plan.check`` record."""
+
+    event: ClassVar[str] = "plan.check"
+    item_id: str
+    result: CheckResult
+
+    def fields(self) -> JSONObject:
+        output = self.result.output
+        return {
+            "item": self.item_id,
+            "command": self.result.command,
+            "exit_code": self.result.exit_code,
+            "passed": self.result.passed,
+            "duration_s": round(self.result.duration_s, 3),
+            "output": output if len(output) <= 4000 else "…" + output[-4000:],
+        }
 
 
 @attrs.frozen
@@ -258,6 +285,8 @@ def items_from_dicts(raw: Iterable[Mapping[str, Any]]) -> tuple[PlanItem, ...]:
             str(d.get("active_form", "")),
             None if d.get("priority") is None else Priority(d["priority"]),
             tuple(str(b) for b in d.get("blocked_by") or ()),
+            None if d.get("check") is None else str(d["check"]),
+            None if d.get("check") is None else str(d.get("check_by") or "person"),
         )
         for d in raw
     )
@@ -320,6 +349,14 @@ class UnknownDependencyError(PlanError):
 
 class DependencyCycleError(PlanError):
     """``blocked_by`` entries that wait for each other in a ring."""
+
+
+class CheckFailedError(PlanError):
+    """The ``check_passes`` guard refused: the item's acceptance check did not exit 0."""
+
+
+class CheckProtectedError(PlanError):
+    """The model tried to change or remove a check the person set."""
 
 
 class BlockedItemError(PlanError):
@@ -403,7 +440,11 @@ class _ItemModel:
     active_form: str = ""
     priority: Priority | None = None
     blocked_by: tuple[str, ...] = ()
+    check: str | None = None
+    check_by: str | None = None
     state: str = Status.PENDING.value
+    #: The outcome of this batch's run of the item's check (set before ``complete`` fires).
+    checked: CheckResult | None = attrs.field(default=None, init=False)
     #: The last view handed out, reused while nothing it shows has changed: a board's views are
     #: asked for twice per update (the record and the rendering) and most items do not change.
     _view: PlanItem | None = attrs.field(default=None, init=False)
@@ -427,6 +468,11 @@ class _ItemModel:
     def lease_expired(self, event: EventData) -> bool:
         return False  # no leases on a board of one agent
 
+    def check_passes(self, event: EventData) -> bool:
+        return self.board.check_for(self) is None or (
+            self.checked is not None and self.checked.passed
+        )
+
     def record_transition(self, event: EventData) -> None:
         assert event.transition is not None  # after_state_change only runs on a transition
         self.board._fired.append(
@@ -448,9 +494,17 @@ class _ItemModel:
             or view.active_form != self.active_form
             or view.priority is not self.priority
             or view.blocked_by != self.blocked_by
+            or view.check != self.check
         ):
             view = self._view = PlanItem(
-                self.id, self.text, status, self.active_form, self.priority, self.blocked_by
+                self.id,
+                self.text,
+                status,
+                self.active_form,
+                self.priority,
+                self.blocked_by,
+                self.check,
+                self.check_by if self.check is not None else None,
             )
         return view
 
@@ -489,6 +543,7 @@ ITEM_KEYS: Mapping[str, str] = {
     "priority": "priority",
     "blocked_by": "blocked_by",
     "blockedBy": "blocked_by",
+    "check": "check",
 }
 
 
@@ -538,6 +593,8 @@ class _Entry:
     active_form: str | None
     priority: Priority | None = None
     blocked_by: tuple[str, ...] | None = None
+    #: A new acceptance check; ``""`` removes the item's check.
+    check: str | None = None
 
 
 @attrs.frozen
@@ -614,7 +671,21 @@ def _parse_entry(raw: Mapping[str, Any], index: int, *, merge: bool) -> _Entry:
     active_form = None if active is None else " ".join(str(active).split())
     priority = _choice(raw, "priority", Priority, InvalidPriorityError, item_id)
     blocked_by = _parse_blockers(raw.get("blocked_by"), item_id)
-    return _Entry(item_id, text, status, active_form, priority, blocked_by)
+    check = raw.get("check")
+    if check is not None and not isinstance(check, str):
+        raise PlanShapeError(
+            f'Item #{_shown(item_id)}: check must be a shell command as text ("" removes it), '
+            f"got {type(check).__name__}"
+        )
+    return _Entry(
+        item_id,
+        text,
+        status,
+        active_form,
+        priority,
+        blocked_by,
+        None if check is None else check.strip(),
+    )
 
 
 def _choice(
@@ -751,6 +822,11 @@ class PlanBoard:
         self._observers: list[Callable[[PlanRecord], None]] = []
         self._revision = 0
         self._rendered: tuple[int, str] | None = None
+        #: Runs an item's acceptance check where bash runs; wired in by the session.
+        self.run_check: Callable[[str], CheckResult] | None = None
+        #: Every item's check when it has none of its own (``completion_check``, the person's).
+        self.default_check: str | None = None
+        self._checked: list[ItemChecked] = []
         self._initial = tuple(initial)
         if self._initial:
             self._restore(self._initial)
@@ -762,11 +838,14 @@ class PlanBoard:
         Raises :class:`PlanConfigError` (one line) when the recorded config cannot be a board.
         """
         try:
-            return cls(
+            board = cls(
                 limit=int(config.get("limit", DEFAULT_ITEM_LIMIT)),
                 policy=EdgePolicy(config.get("policy", EdgePolicy.STRICT)),
                 initial=items_from_dicts(config.get("initial_items") or ()),
             )
+            default = config.get("completion_check")
+            board.default_check = None if default is None else str(default)
+            return board
         except (KeyError, TypeError, ValueError, AttributeError, PlanError) as error:
             problem = f"missing {error}" if isinstance(error, KeyError) else str(error)
             raise PlanConfigError(f"the recorded plan config is not a board: {problem}") from None
@@ -784,6 +863,8 @@ class PlanBoard:
     @property
     def config(self) -> JSONObject:
         config: JSONObject = {"limit": self.limit, "policy": str(self.policy)}
+        if self.default_check is not None:
+            config["completion_check"] = self.default_check
         if self._initial:
             config["initial_items"] = [item.as_dict() for item in self._initial]
         return config
@@ -832,8 +913,10 @@ class PlanBoard:
         try:
             update = self._apply(payload)
         except PlanError as error:
+            self._publish_checks()
             self._publish(PlanRejected(type(error).__name__, str(error), error.item_id))
             raise
+        self._publish_checks()
         for transition in update.transitions:
             self._publish(transition)
         self._publish(update)
@@ -869,7 +952,14 @@ class PlanBoard:
                 )
         for item in items:
             model = _ItemModel(
-                self, item.id, item.text, item.active_form, item.priority, item.blocked_by
+                self,
+                item.id,
+                item.text,
+                item.active_form,
+                item.priority,
+                item.blocked_by,
+                item.check,
+                item.check_by or ("person" if item.check is not None else None),
             )
             self._machine.add_model(model, initial=str(item.status))
             self._models[item.id] = model
@@ -905,6 +995,8 @@ class PlanBoard:
                     entry.active_form or "",
                     entry.priority,
                     entry.blocked_by or (),
+                    entry.check or None,
+                    "model" if entry.check else None,
                 )
                 new_models[entry.id] = model
                 move = self._plan_move(model, entry.status or Status.PENDING)
@@ -925,7 +1017,8 @@ class PlanBoard:
             for e in entries
             if e.blocked_by is not None and e.id in self._models
         }
-        self._fire(moves, new_models, rewired, depth)
+        rechecked = self._rechecked(entries)
+        self._fire(moves, new_models, rewired, depth, rechecked)
         # Everything below is plain bookkeeping that cannot fail.
         for entry in entries:
             model = self._models.get(entry.id) or new_models[entry.id]
@@ -942,6 +1035,24 @@ class PlanBoard:
         self._revision += 1
         fired, self._fired = tuple(self._fired), []
         return PlanUpdated(self._revision, self.items, fired, merge, explanation=batch.explanation)
+
+    def _rechecked(
+        self, entries: Sequence[_Entry]
+    ) -> dict[_ItemModel, tuple[str | None, str | None]]:
+        """The checks this batch sets or removes on existing items; a person's stay as set."""
+        changes: dict[_ItemModel, tuple[str | None, str | None]] = {}
+        for entry in entries:
+            model = self._models.get(entry.id)
+            if model is None or entry.check is None or (entry.check or None) == model.check:
+                continue
+            if model.check is not None and model.check_by == "person":
+                raise CheckProtectedError(
+                    f"Item #{model.id}: its check `{_shown(model.check)}` was set by the person "
+                    "running you; it cannot be changed or removed. Make it pass instead",
+                    model.id,
+                )
+            changes[model] = (entry.check or None, "model" if entry.check else None)
+        return changes
 
     def _final_order(self, entries: Sequence[_Entry], merge: bool) -> list[str]:
         if not merge:
@@ -1000,6 +1111,7 @@ class PlanBoard:
         new_models: Mapping[str, _ItemModel],
         rewired: Mapping[_ItemModel, tuple[str, ...]],
         depth: Mapping[str, int],
+        rechecked: Mapping[_ItemModel, tuple[str | None, str | None]] | None = None,
     ) -> None:
         """Fire every planned edge in phase order; on a refusal roll back and raise.
 
@@ -1012,20 +1124,27 @@ class PlanBoard:
         wired_before = {model: model.blocked_by for model in rewired}
         for model, blockers in rewired.items():
             model.blocked_by = blockers
+        rechecked = rechecked or {}
+        checks_before = {model: (model.check, model.check_by) for model in rechecked}
+        for model, (check, check_by) in rechecked.items():
+            model.check, model.check_by = check, check_by
         self._fired = []
         self._staged = new_models
         self._passing = {id(m.model) for m in moves if m.passes_through}
         try:
+            self._run_checks(moves)
             for move in sorted(moves, key=lambda m: (m.phase, depth.get(m.model.id, 0))):
                 for trigger in move.triggers:
                     if not getattr(move.model, trigger)():
-                        raise self._start_refused(move)
+                        raise self._refused(move, trigger)
             self._check_waiting(rewired)
         except PlanError:
             for move in moves:
                 self._machine.set_state(before[id(move.model)], model=move.model)
             for model, blockers in wired_before.items():
                 model.blocked_by = blockers
+            for model, (check, check_by) in checks_before.items():
+                model.check, model.check_by = check, check_by
             for model in new_models.values():
                 self._machine.remove_model(model)
             self._fired = []
@@ -1063,6 +1182,19 @@ class PlanBoard:
     def _unfinished(self, model: _ItemModel) -> list[str]:
         return [b for b in model.blocked_by if self._state_of(b) != Status.COMPLETED]
 
+    def _refused(self, move: _Move, trigger: str) -> PlanError:
+        if trigger != "complete" or move.model.checked is None:
+            return self._start_refused(move)
+        model, checked = move.model, move.model.checked
+        tail = checked.output if len(checked.output) <= 2000 else "…" + checked.output[-2000:]
+        return CheckFailedError(
+            f"Item #{model.id}: its check `{_shown(checked.command)}` failed with exit code "
+            f"{checked.exit_code}, so #{model.id} cannot be completed; the whole update was "
+            f"refused and nothing changed. Fix the cause, then mark #{model.id} completed "
+            f"again.\nCheck output (tail):\n{tail}",
+            model.id,
+        )
+
     def _start_refused(self, move: _Move) -> PlanError:
         model = move.model
         waiting = self._unfinished(model)
@@ -1092,6 +1224,30 @@ class PlanBoard:
     def _publish(self, record: PlanRecord) -> None:
         for observer in self._observers:
             observer(record)
+
+    def _publish_checks(self) -> None:
+        checked, self._checked = self._checked, []
+        for record in checked:
+            self._publish(record)
+
+    def check_for(self, model: _ItemModel) -> str | None:
+        """The command that guards ``model``'s completion: its own check, else the default."""
+        return model.check if model.check is not None else self.default_check
+
+    def _run_checks(self, moves: Sequence[_Move]) -> None:
+        """Run the check of every item this batch completes, before any edge fires."""
+        for move in moves:
+            model = move.model
+            model.checked = None
+            command = self.check_for(model)
+            if "complete" not in move.triggers or command is None:
+                continue
+            if self.run_check is None:
+                result = CheckResult(command, 127, "no way to run checks here")
+            else:
+                result = self.run_check(command)
+            model.checked = result
+            self._checked.append(ItemChecked(model.id, result))
 
 
 def _check_unique(entries: Sequence[_Entry] | Sequence[PlanItem]) -> None:
@@ -1146,6 +1302,11 @@ class TodoTool:
                 },
                 "priority": {"type": "string", "enum": [str(p) for p in Priority]},
                 "blocked_by": {"type": "array", "items": {"type": "string"}},
+                "check": {
+                    "type": "string",
+                    "description": "A shell command that must exit 0 before the item may be "
+                    'completed (e.g. "pytest -q tests/test_x.py"); "" removes your own check',
+                },
             },
             "required": ["id", "status"],
             "additionalProperties": False,

@@ -59,6 +59,7 @@ KNOWN_EVENTS = frozenset(
         "mcp.server",
         "mcp.error",
         "loop.done_check",
+        "plan.check",
     }
 )
 
@@ -68,6 +69,7 @@ _COMPARED: Mapping[str, tuple[str, ...]] = {
     "plan.transition": ("item", "trigger", "src", "dst"),
     "plan.updated": ("revision", "items"),
     "plan.rejected": ("error",),
+    "plan.check": ("item", "command", "exit_code"),
     "audit.reminder": ("round", "rounds_since_update"),
     "guard.blocked": ("name", "rule"),
     "context.cleared": ("blocks", "tokens_freed"),
@@ -270,6 +272,8 @@ class Replay:
         self._guard = RepeatGuard()
         self._run: RunState | None = None
         self._recorded: list[TraceLine] = []
+        #: The checks the run recorded, not yet taken by the replayed board (never re-run).
+        self._checks: list[TraceLine] = []
         self._calls: dict[str, tuple[str, Any, bool]] = {}
         # The conversation as the run had it, so the context tiers are re-derived, not read.
         self._follower: ConversationFollower | None = ConversationFollower(_board_from)
@@ -307,6 +311,8 @@ class Replay:
             if problem is not None:
                 return problem
             self._recorded.append(line)
+            if name == "plan.check":
+                self._checks.append(line)
         if self._follower is not None:
             try:
                 self._follower.feed(line.event)
@@ -339,6 +345,7 @@ class Replay:
             # Through a registry, as in a run: a call it refuses never reaches the board.
             if isinstance(self._board, PlanBoard):
                 self._todo = ToolRegistry([TodoTool(self._board)])
+                self._board.run_check = self._recorded_check
         if event.get("task") is None:
             self._guard = RepeatGuard()  # a resumed run starts with a fresh guard, as resume does
         settings = _settings_at(event, self.trace, line.number)
@@ -425,6 +432,15 @@ class Replay:
             return Divergence(line.number, "a plan reset before run.started")
         self._board.reset()
         return self._compare(line.number)
+
+    def _recorded_check(self, command: str) -> CheckResult:
+        """The recorded outcome of the next check: a check the run never recorded fails."""
+        if not self._checks:
+            return CheckResult(command, 1, "no plan.check was recorded for this completion")
+        event = self._checks.pop(0).event
+        return CheckResult(
+            str(event.get("command", "")), int(event.get("exit_code", 1)), str(event.get("output"))
+        )
 
     def _on_done_check(self, line: TraceLine) -> Divergence | None:
         # The command is never run again: its recorded outcome decides the guard, as it did.

@@ -258,7 +258,7 @@ def test_mermaid_run_highlights_visited_states_and_counts_edges(run_trace: Path)
         edges[("pending", "in_progress")]
         == "start [no_other_item_in_progress & dependencies_completed] ×2"
     )
-    assert edges[("in_progress", "completed")] == "complete [held_by_actor]"
+    assert edges[("in_progress", "completed")] == "complete [held_by_actor & check_passes]"
 
     loop = render_diagram("loop", "mermaid", trace=run_trace)
     for state in ("idle", "call_model", "dispatch", "audit", "done"):
@@ -270,7 +270,9 @@ def test_mermaid_run_highlights_visited_states_and_counts_edges(run_trace: Path)
     # the reminder event tells the stale advance from the plain one
     assert edges[("audit", "call_model")] == "advance [plan_is_stale] / remind ×1 | advance ×1"
     assert edges[("audit", "failed")] == "advance [round_limit_reached] | fail"
-    assert edges[("call_model", "done")] == "finish ×1"
+    assert edges[("call_model", "done")] == (
+        "finish [plan_settled] ×1 | finish [unfinished_reminded] ×1"
+    )
 
 
 def test_dot_run_colours_visited_edges_and_counts_them(run_trace: Path, tmp_path: Path) -> None:
@@ -282,7 +284,7 @@ def test_dot_run_colours_visited_edges_and_counts_them(run_trace: Path, tmp_path
     assert label == "pause [held_by_actor] ×2 | expire [lease_expired]"
     assert "color=blue" in attrs and "penwidth=3" in attrs
     label, attrs = edges[("in_progress", "completed")]
-    assert label == "complete [held_by_actor]" and "penwidth" not in attrs
+    assert label == "complete [held_by_actor & check_passes]" and "penwidth" not in attrs
     assert re.search(r"^\s*in_progress \[label=.*penwidth=3", item, flags=re.MULTILINE)
     assert not re.search(r"^\s*completed \[label=.*penwidth", item, flags=re.MULTILINE)
     assert dot_edges(loop)[("audit", "call_model")][0] == (

@@ -197,7 +197,7 @@ def test_transition_table_is_exactly_the_issue_edges() -> None:
             "in_progress",
             ("no_other_item_in_progress", "dependencies_completed"),
         ),
-        ("complete", "in_progress", "completed", ("held_by_actor",)),
+        ("complete", "in_progress", "completed", ("held_by_actor", "check_passes")),
         ("pause", "in_progress", "pending", ("held_by_actor",)),
         ("cancel", "pending", "cancelled", ("held_by_actor",)),
         ("cancel", "in_progress", "cancelled", ("held_by_actor",)),
@@ -216,10 +216,13 @@ def test_item_machine_has_the_contract_states_and_triggers() -> None:
         ("no_other_item_in_progress", True),
         ("dependencies_completed", True),
     ]
-    for trigger in ("complete", "pause", "cancel"):
+    for trigger, guards in (
+        ("complete", ["held_by_actor", "check_passes"]),
+        ("pause", ["held_by_actor"]),
+        ("cancel", ["held_by_actor"]),
+    ):
         assert all(
-            [c.func for c in t.conditions] == ["held_by_actor"]
-            for t in machine.get_transitions(trigger)
+            [c.func for c in t.conditions] == guards for t in machine.get_transitions(trigger)
         )
     # A board of one agent never takes the store's edge, and never advises it.
     assert "expire" not in {t for t, _ in machine.legal_triggers(Status.IN_PROGRESS)}
@@ -870,6 +873,7 @@ def test_todo_tool_schema() -> None:
         "active_form",
         "priority",
         "blocked_by",
+        "check",
     }
     assert item["properties"]["priority"]["enum"] == ["high", "medium", "low"]
     assert set(item["properties"]["status"]["enum"]) == {str(s) for s in Status}
@@ -1198,7 +1202,7 @@ def test_explanation_is_recorded_on_the_update(rig: Rig) -> None:
 EXAMPLE = '{"items": [{"id": "1", "text": "Read hello.py", "status": "in_progress"}]}'
 ACCEPTED_ITEM_KEYS = (
     "id, text (or content, description, step), status, active_form (or activeForm), priority, "
-    "blocked_by (or blockedBy)"
+    "blocked_by (or blockedBy), check"
 )
 
 
@@ -1759,3 +1763,95 @@ def test_reset_empties_the_board_and_tells_observers(rig: Rig) -> None:
     # A reset board accepts a fresh plan reusing the old ids.
     rig.board.apply(rewrite(todo("1", "in_progress", "Again")))
     assert rig.board.in_progress is not None
+
+
+# --- issue 24: acceptance checks on the complete edge ---------------------------------------
+
+
+def _checked_board(exit_codes: list[int]) -> tuple[PlanBoard, list[str], list[Any]]:
+    from orchestrator.protocols import CheckResult
+
+    ran: list[str] = []
+    records: list[Any] = []
+
+    def run_check(command: str) -> CheckResult:
+        ran.append(command)
+        return CheckResult(command, exit_codes.pop(0), "1 failed, 3 passed")
+
+    board = PlanBoard()
+    board.run_check = run_check
+    board.subscribe(records.append)
+    return board, ran, records
+
+
+def test_a_failing_check_refuses_the_whole_update_and_changes_nothing() -> None:
+    from orchestrator.plan import CheckFailedError
+
+    board, ran, records = _checked_board([1, 0])
+    board.apply(
+        {
+            "items": [
+                {"id": "1", "text": "Parse", "status": "in_progress", "check": "pytest -q"},
+                {"id": "2", "text": "Docs", "status": "pending"},
+            ]
+        }
+    )
+    before = board.items
+    batch = {
+        "items": [{"id": "1", "status": "completed"}, {"id": "2", "status": "in_progress"}],
+        "merge": True,
+    }
+    with pytest.raises(CheckFailedError) as refused:
+        board.apply(batch)
+    assert board.items == before
+    assert "check `pytest -q` failed with exit code 1" in str(refused.value)
+    assert "1 failed, 3 passed" in str(refused.value)
+    checks = [r for r in records if r.event == "plan.check"]
+    assert [(r.fields()["item"], r.fields()["exit_code"]) for r in checks] == [("1", 1)]
+    board.apply(batch)  # fixed: the check passes now
+    assert [item.status for item in board.items] == [Status.COMPLETED, Status.IN_PROGRESS]
+    assert ran == ["pytest -q", "pytest -q"]
+
+
+def test_a_persons_check_cannot_be_weakened_by_the_model() -> None:
+    from orchestrator.plan import CheckProtectedError
+
+    person = PlanItem("1", "Parse", Status.IN_PROGRESS, check="make test", check_by="person")
+    board = PlanBoard(initial=[person])
+    for attempt in ({"check": ""}, {"check": "true"}):
+        with pytest.raises(CheckProtectedError, match="set by the person"):
+            board.apply({"items": [{"id": "1", **attempt}], "merge": True})
+        assert board.items == (person,)
+    # The model may set, change and remove its own.
+    board.apply({"items": [{"id": "2", "text": "More", "check": "pytest -q"}], "merge": True})
+    board.apply({"items": [{"id": "2", "check": "pytest -q -x"}], "merge": True})
+    assert board.items[1].check == "pytest -q -x" and board.items[1].check_by == "model"
+    board.apply({"items": [{"id": "2", "check": ""}], "merge": True})
+    assert board.items[1].check is None
+
+
+def test_the_default_check_guards_every_item_without_its_own() -> None:
+    board, ran, _records = _checked_board([0, 0])
+    board.default_check = "make test"
+    board.apply(
+        {
+            "items": [
+                {"id": "1", "text": "a", "status": "in_progress"},
+                {"id": "2", "text": "b", "check": "pytest -q b"},
+            ]
+        }
+    )
+    board.apply({"items": [{"id": "1", "status": "completed"}], "merge": True})
+    board.apply({"items": [{"id": "2", "status": "in_progress"}], "merge": True})
+    board.apply({"items": [{"id": "2", "status": "completed"}], "merge": True})
+    assert ran == ["make test", "pytest -q b"]
+    assert board.config["completion_check"] == "make test"
+
+
+def test_without_a_way_to_run_checks_a_checked_item_never_completes() -> None:
+    from orchestrator.plan import CheckFailedError
+
+    board = PlanBoard()
+    board.apply({"items": [{"id": "1", "text": "a", "status": "in_progress", "check": "true"}]})
+    with pytest.raises(CheckFailedError, match="exit code 127"):
+        board.apply({"items": [{"id": "1", "status": "completed"}], "merge": True})
