@@ -39,6 +39,7 @@ from orchestrator.config import (
 from orchestrator.console import View, choose_view
 from orchestrator.context import ContextManager, resolve_limits
 from orchestrator.conversation import Conversation
+from orchestrator.inert import inert
 from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
@@ -61,6 +62,7 @@ from orchestrator.trust import TrustError, TrustStore, trust_file
 if TYPE_CHECKING:
     from orchestrator.replay import RebuiltRun
     from orchestrator.tools.mcp import McpServers
+    from orchestrator.tools.protected import ProtectedChange, ProtectedSnapshot
     from orchestrator.tools.sandbox import SandboxChoice
 
 __all__ = ["Agent", "RunOptions", "RunResult", "Session", "SettingsError", "tool"]
@@ -264,6 +266,9 @@ class Session:
     trace_path: Path | None = None
     sandbox: SandboxChoice | None = None
     mcp: McpServers | None = None
+    #: The protected paths' digests when the session opened, and what the runs changed.
+    _protected: ProtectedSnapshot | None = None
+    protected_changes: tuple[ProtectedChange, ...] = ()
     _trace: Trace | None = None
     _loop: Loop | None = None
     _first_round: int = 0
@@ -347,6 +352,7 @@ class Session:
 
             make_undumpable()  # bwrap hides the harness's /proc entirely
         self._say_how_it_runs()
+        self._protected = _snapshot(self.sandbox)
         registry = self._registry(secrets)
         run_check = self._check_runner(secrets)
         if isinstance(self.board, PlanBoard):
@@ -438,12 +444,36 @@ class Session:
         with self.view:
             outcome = loop.run(task, first_round=self._first_round, rounds_since_update=self._stale)
         self._first_round, self._stale = outcome.rounds, 0
+        self._check_protected()
+        # The model's answer and the items' texts are untrusted: shown, never obeyed.
         if self.options.quiet and outcome.text and self.options.output_format == "text":
-            self.say(outcome.text)
-        self.say("\n" + self.board.render())
+            self.say(inert(outcome.text))
+        self.say("\n" + inert(self.board.render()))
         if outcome.status != "done":
-            self.notice(f"orchestrator: run {outcome.status}: {outcome.reason}")
+            self.notice(f"orchestrator: run {outcome.status}: {inert(outcome.reason)}")
         return outcome
+
+    def _check_protected(self) -> None:
+        """Compare the protected paths with the start: a change is a loud warning, exit 3."""
+        if self._protected is None or self._trace is None:
+            return
+        changes = self._protected.changes()
+        fresh = [change for change in changes if change not in self.protected_changes]
+        root = self.options.workdir
+        for change in fresh:
+            self._trace.log.info(
+                "protected.changed",
+                path=str(change.path),
+                before=change.before,
+                after=change.after,
+                diff=list(change.diff),
+            )
+            shown = "; ".join(line for line in change.diff[:3]) or "see the file"
+            self.notice(
+                f"! {change.describe(root)}: {inert(shown)}; review it before you run git or "
+                "orchestrator here (exit code 3)"
+            )
+        self.protected_changes = (*self.protected_changes, *fresh)
 
     @property
     def model_name(self) -> str:
@@ -493,7 +523,9 @@ class Session:
         status = outcome.status if outcome is not None else "chat"
         refused = tuple(self.approval.refused)
         unfinished = outcome.unfinished if outcome is not None else ()
-        code = report.exit_code(status, len(refused), interrupted_code, len(unfinished))
+        code = report.exit_code(
+            status, len(refused) + len(self.protected_changes), interrupted_code, len(unfinished)
+        )
         return report.RunReport(
             status=status,
             reason=outcome.reason if outcome is not None else "",
@@ -515,7 +547,10 @@ class Session:
         assert self.sandbox is not None  # chosen in _open()
         sandbox = self.sandbox.sandbox
         workdir = Workdir(
-            self.options.workdir, confined=sandbox.confined, has_bash=not config.deny_bash
+            self.options.workdir,
+            confined=sandbox.confined,
+            has_bash=not config.deny_bash,
+            protected=self.sandbox.sandbox.policy.protected,
         )
         tools: list[Tool] = list(
             standard_tools(workdir, bash=not config.deny_bash, sandbox=sandbox)
@@ -535,6 +570,13 @@ class Session:
             return ToolRegistry(tools, approver=policy, secrets=tuple(secrets), sources=sources)
         except ValueError as error:  # a tool of the caller's named like a built-in one
             raise SettingsError(f"tools: {error}") from None
+
+
+def _snapshot(sandbox: SandboxChoice) -> ProtectedSnapshot:
+    """The protected paths' digests as the session opens (compared after each run)."""
+    from orchestrator.tools.protected import ProtectedSnapshot
+
+    return ProtectedSnapshot.take(sandbox.sandbox.policy.protected)
 
 
 def _configured_tools(config: Config) -> list[Tool]:

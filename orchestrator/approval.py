@@ -21,6 +21,7 @@ import attrs
 import click
 
 from orchestrator.guard import describe_arguments
+from orchestrator.inert import inert
 from orchestrator.protocols import Refusal
 
 APPROVAL_MODES = ("ask", "edits", "auto", "deny")
@@ -268,9 +269,9 @@ def ask_at_terminal(tool: str, arguments: Mapping[str, Any], workdir: Path) -> A
 
 
 def _ask(tool: str, arguments: Mapping[str, Any], workdir: Path) -> Answer:
-    click.echo(_styled(f"{tool} {describe_arguments(arguments)}", "bold"))
+    click.echo(_styled(inert(f"{tool} {describe_arguments(arguments)}"), "bold"))
     for line, colour in preview(tool, arguments, workdir):
-        click.echo(_styled(line, colour))
+        click.echo(_styled(inert(line), colour))
     scope = session_choice(tool, arguments)
     while True:
         reply = click.prompt(

@@ -17,6 +17,7 @@ from pathlib import Path
 import attrs
 import click
 
+from orchestrator.inert import inert
 from orchestrator.loop import RunOutcome
 from orchestrator.plan import TodoBoard
 from orchestrator.signals import Stopped, StopRecord
@@ -90,7 +91,7 @@ def _command(line: str, chat: ChatSession) -> bool:
         for command, what in COMMANDS.items():
             click.echo(f"  {command:<{width}}  {what}")
     elif name == "/plan":
-        click.echo(chat.board.render())
+        click.echo(inert(chat.board.render()))
     elif name == "/cost":
         click.echo(chat.cost_line())
     elif name == "/model":

@@ -415,6 +415,15 @@ SETTINGS: tuple[_Setting, ...] = (
         help="Python modules whose @tool functions the model gets, e.g. mypkg.agent_tools "
         "(comma-separated; a project file's need trust).",
     ),
+    # issue 25
+    _Setting(
+        "allow_write",
+        _path_list,
+        (),
+        ("ORCHESTRATOR_ALLOW_WRITE",),
+        help="A protected path (git hooks or config, orchestrator.toml, .mcp.json) the model "
+        "may write after all (a flag or your own config only, never a project file).",
+    ),
     # issue 24
     _Setting(
         "done_check",
@@ -623,6 +632,12 @@ def load_config(
     """
     env = os.environ if env is None else env
     file_values, file_name = _read_file(workdir / CONFIG_FILE)
+    if "allow_write" in file_values:
+        # A repo may never unprotect its own hooks: only the person (a flag, their file) may.
+        raise ConfigError(
+            f"{file_name}: allow_write does not belong in a project file; pass --allow-write "
+            "or set it in your own config"
+        )
     user_values, user_name = _read_file(user_config_path(env)) if user_file else ({}, "")
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -30,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from orchestrator.guard import describe_arguments
+from orchestrator.inert import inert
 from orchestrator.plan import PlanItem, Status, item_annotations, items_from_dicts, render_items
 
 if TYPE_CHECKING:
@@ -220,13 +220,9 @@ class PlainView:
         self._write(text.rstrip() + "\n")
 
     def _write(self, text: str) -> None:
-        # Model text and tool output may carry colour codes of their own (a coloured test run).
-        self._stream.write(_ESCAPES.sub("", text))
+        # Every byte the model or a tool sent is shown, none is obeyed (colour codes too).
+        self._stream.write(inert(text))
         self._stream.flush()
-
-
-#: A CSI sequence, or any other escape, as the model or a tool might send them.
-_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])?")
 
 
 def _thousands(tokens: int) -> str:
@@ -396,7 +392,7 @@ class LiveView:
                 self.__enter__()
 
     def on_text(self, text: str) -> None:
-        *complete, self._partial = (self._partial + text).split("\n")
+        *complete, self._partial = (self._partial + inert(text)).split("\n")
         if complete:
             self._pending.extend((line, "") for line in complete)
             self._print_if_due()
@@ -406,7 +402,7 @@ class LiveView:
             self._items = items_from_dicts(event["items"])
             self._panel = None
         self._activity.follow(event)
-        lines = self._lines.lines(event)
+        lines = [(inert(text), style) for text, style in self._lines.lines(event)]
         if lines:
             if self._partial:  # the half line in flight goes before the event's lines
                 self._pending.append((self._partial, ""))
@@ -439,7 +435,7 @@ class LiveView:
         parts.append(self._rendered_panel())
         doing = self._activity.describe()
         if doing:
-            parts.append(Text(doing, style="cyan"))
+            parts.append(Text(inert(doing), style="cyan"))
         return Group(*parts)
 
     def _rendered_panel(self) -> _RenderedLines:
@@ -488,9 +484,11 @@ def plan_panel(items: Sequence[PlanItem], spinner: Spinner | None = None) -> Pan
     status_of = {item.id: item.status for item in items}
     for item in items:
         style = _STYLES[item.status]
-        label = Text(f"#{item.id}: {item.text}{item_annotations(item, status_of)}", style=style)
+        label = Text(
+            inert(f"#{item.id}: {item.text}{item_annotations(item, status_of)}"), style=style
+        )
         if item.status == Status.IN_PROGRESS:
-            activity: RenderableType = Text(item.active_form or "working", style="cyan")
+            activity: RenderableType = Text(inert(item.active_form or "working"), style="cyan")
             if spinner is not None:
                 spinner.text = activity
                 activity = spinner

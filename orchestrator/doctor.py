@@ -33,8 +33,11 @@ _KERNEL_SETTINGS = (
 
 def sandbox_policy(workdir: Path, config: Config, hidden: Sequence[Path] = ()) -> SandboxPolicy:
     """The policy the settings ask for, over ``workdir``, with ``hidden`` covered inside."""
+    from orchestrator.tools.protected import protected_paths
+
     return SandboxPolicy(
         workdir,
+        protected=protected_paths(workdir, [Path(p) for p in config.allow_write]),
         allow_network=config.allow_network,
         ro_paths=config.ro_path,
         env_names=config.env,

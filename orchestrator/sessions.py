@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from orchestrator.approval import is_refusal
+from orchestrator.inert import inert
 from orchestrator.pricing import USAGE_KEYS, Prices, cost_of, prices_for
 
 STATE_DIR_VARIABLE = "ORCHESTRATOR_STATE_DIR"
@@ -181,6 +182,6 @@ def print_sessions(workdir: Path | None, limit: int, prices: Prices | None = Non
         task = task if len(task) <= 48 else task[:47] + "…"
         click.echo(
             f"{when}  {summary.outcome:<11} {summary.rounds:>3} rounds  {cost:>9}  "
-            f"{summary.workdir}  {task}\n    {path}"
+            f"{inert(summary.workdir)}  {inert(task)}\n    {inert(str(path))}"
         )
     click.echo('\ncontinue one: orchestrator resume TRACE "next instruction" (or resume --last)')

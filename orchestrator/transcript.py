@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from orchestrator.inert import inert
 from orchestrator.plan import items_from_dicts, render_items
 from orchestrator.replay import TraceFile
 
@@ -52,7 +53,7 @@ def print_transcript(
     # Collected first so a missing round is one error line, not a transcript cut short.
     lines = list(transcript_lines(trace, round_number=round_number, full=full))
     for line in lines:
-        click.echo(line)
+        click.echo(inert(line))
 
 
 def _event_lines(event: Mapping[str, Any], *, full: bool) -> Iterator[str]:

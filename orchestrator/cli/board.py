@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orchestrator.cli._common import CONTEXT_SETTINGS, InputError
+from orchestrator.inert import inert
 
 if TYPE_CHECKING:
     from orchestrator.board.store import BoardItem, BoardStore
@@ -54,7 +55,7 @@ def _line(item: BoardItem) -> str:
     if item.blocked_by:
         notes.append("blocked by " + ", ".join(f"#{b}" for b in item.blocked_by))
     shown = f"  ({'; '.join(notes)})" if notes else ""
-    return f"{marker[item.status.value]} #{item.id}: {item.text}{shown}"
+    return inert(f"{marker[item.status.value]} #{item.id}: {item.text}{shown}")
 
 
 def _say_item(item: BoardItem, as_json: bool) -> None:

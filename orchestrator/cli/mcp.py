@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from orchestrator.config import ConfigError, load_config, user_config_path
+from orchestrator.inert import inert
 from orchestrator.tools.mcp import ServerStatus, check_servers
 from orchestrator.tools.mcp_config import McpConfigError, load_servers
 from orchestrator.trust import TrustError, TrustStore, trust_file
@@ -59,7 +60,7 @@ def list_servers(workdir: Path, trust: bool) -> int:
     statuses = check_servers(servers, workdir.resolve(), trusted=trusted, timeout=timeout)
     for status in statuses:
         for line in status_lines(status):
-            click.echo(line)
+            click.echo(inert(line))
     return 0 if all(status_ok(status) for status in statuses) else 1
 
 

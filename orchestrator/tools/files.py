@@ -18,6 +18,7 @@ from orchestrator.tools.beneath import (
     read_regular,
     replace_file,
 )
+from orchestrator.tools.protected import is_protected, why_protected
 from orchestrator.tools.workdir import Workdir
 
 # Files are read whole; anything bigger belongs to grep and sed.
@@ -90,6 +91,12 @@ def _decode(tool: str, path: str, data: bytes) -> str:
 
 
 def _write_text(workdir: Workdir, tool: str, path: str, target: Path, content: str) -> int:
+    guarded = is_protected(target, workdir.protected)
+    if guarded is not None:
+        raise ToolError(
+            f"Error: {tool}: {quoted(path)} is protected: {why_protected(guarded, workdir.root)}, "
+            "so no tool may write it; leave it as it is, and tell the user if it needs a change"
+        )
     try:
         data = content.encode("utf-8")
     except UnicodeEncodeError as error:

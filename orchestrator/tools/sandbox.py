@@ -94,6 +94,9 @@ class SandboxPolicy:
     #: Paths beneath the work directory the command must not see (the trace, when it is there).
     hidden: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     limits: Limits = Limits()
+    #: Paths in the work directory that run later (git hooks and config, our own files):
+    #: bound read-only over the writable work directory.
+    protected: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     #: Interpreter trees outside /usr, read-only (by default this Python's venv and its base).
     toolchains: tuple[Path, ...] = attrs.field(factory=discover_toolchains, converter=_paths)
 
@@ -145,6 +148,11 @@ class SandboxPolicy:
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(self.workdir), str(self.workdir)]
+        for path in self.protected:
+            # Only what exists can be bound; a protected file created inside is caught by the
+            # digests compared after the run.
+            if path.is_relative_to(self.workdir) and path.exists() and not path.is_symlink():
+                args += ["--ro-bind", str(path), str(path)]
         for hidden in self._hidden_beneath():
             if hidden.is_dir():
                 args += ["--tmpfs", str(hidden), "--remount-ro", str(hidden)]

@@ -31,6 +31,8 @@ class Workdir:
     #: Whether the model has bash to look around with; without it (``--deny-bash``) error
     #: texts point at the ``list_files`` tool instead, so no hint names a tool it lacks.
     has_bash: bool = True
+    #: Paths that run later (git hooks and config, our own files): never written by a tool.
+    protected: tuple[Path, ...] = ()
 
     def how_to_list(self, path: str = ".") -> str:
         """The call that lists ``path``, in the words of the tools the model has."""
