@@ -74,6 +74,7 @@ def report(workdir: Path, config: Config, say: Callable[[str], None]) -> int:
     say(f"control groups per bash call: {cgroups.available().describe()}")
     say(f"per-call child subreaper (where no control group is writable): {_reaper_works()}")
     say(f"openat2 beneath the workdir: {_openat2_works(workdir)}")
+    say(f"protected (bwrap: read-only; file tools refuse): {_protected(workdir, config)}")
     line = sandbox_in_effect(workdir, config)
     say(f"in effect (sandbox = {config.sandbox}, {config.sources['sandbox']}): {line}")
     servers_ok = _mcp_servers_start(workdir, config, say)
@@ -102,6 +103,17 @@ def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]
     for status in statuses:
         say("mcp server " + "\n".join(status_lines(status)))
     return all(status_ok(s) or s.state == "not_trusted" for s in statuses)
+
+
+def _protected(workdir: Path, config: Config) -> str:
+    from orchestrator.inert import inert
+    from orchestrator.tools.protected import protected_paths
+
+    root = workdir.resolve()
+    paths = protected_paths(workdir, [Path(p) for p in config.allow_write])
+    shown = [str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in paths]
+    allowed = f"; --allow-write lifts {len(config.allow_write)}" if config.allow_write else ""
+    return inert(", ".join(shown) + allowed)
 
 
 def _reaper_works() -> str:
