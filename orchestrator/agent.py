@@ -270,6 +270,7 @@ class Session:
     _protected: ProtectedSnapshot | None = None
     protected_changes: tuple[ProtectedChange, ...] = ()
     _trace: Trace | None = None
+    _run_id: str | None = None
     _loop: Loop | None = None
     _first_round: int = 0
     _stale: int = 0
@@ -318,22 +319,11 @@ class Session:
         path = options.trace
         try:
             if resumed is None:
-                if path is None:
-                    from orchestrator.sessions import new_trace_path
-
-                    path = new_trace_path(options.workdir, run_id)
-                    try:
-                        check_new_trace(path, flag="trace")
-                    except SessionError as error:
-                        raise SessionError(
-                            f"{error}; set ORCHESTRATOR_STATE_DIR to a writable folder, or pass "
-                            "--trace FILE"
-                        ) from None
-                else:
-                    check_new_trace(path)
+                path = _new_trace(options, run_id)
             assert path is not None
             self.sandbox = _choose_sandbox(options, [path])
             secrets = [*_secret_values(config), *mcp_secret_values(options.mcp_servers)]
+            self._run_id = run_id
             self._trace = open_trace(
                 path,
                 run_id=run_id,
@@ -540,6 +530,8 @@ class Session:
             prices=self.options.config.price_per_mtok,
             unfinished=unfinished,
             progress=self.board.progress,
+            run_id=self._run_id,
+            plan=tuple(item.as_dict() for item in self.board.items),
         )
 
     def _registry(self, secrets: Sequence[str]) -> ToolRegistry:
@@ -570,6 +562,23 @@ class Session:
             return ToolRegistry(tools, approver=policy, secrets=tuple(secrets), sources=sources)
         except ValueError as error:  # a tool of the caller's named like a built-in one
             raise SettingsError(f"tools: {error}") from None
+
+
+def _new_trace(options: RunOptions, run_id: str) -> Path:
+    """Where a new session's trace goes: ``--trace``, else the state directory; never over one."""
+    if options.trace is not None:
+        check_new_trace(options.trace)
+        return options.trace
+    from orchestrator.sessions import new_trace_path
+
+    path = new_trace_path(options.workdir, run_id)
+    try:
+        check_new_trace(path, flag="trace")
+    except SessionError as error:
+        raise SessionError(
+            f"{error}; set ORCHESTRATOR_STATE_DIR to a writable folder, or pass --trace FILE"
+        ) from None
+    return path
 
 
 def _snapshot(sandbox: SandboxChoice) -> ProtectedSnapshot:

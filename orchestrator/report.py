@@ -11,13 +11,14 @@ The JSON object (``--output-format json``) has these keys: ``answer`` (the model
 ``cache_creation_input_tokens``, summed over the session), ``cost_usd`` (null when the price is
 unknown), ``duration_s``, ``model``, ``trace`` (its path), ``resume`` (the command that continues
 the session), ``refused_actions`` (a list of ``{tool, target, reason}``) and ``unfinished`` (the
-ids of the items a ``done`` run left neither completed nor cancelled).
+ids of the items a ``done`` run left neither completed nor cancelled), ``run_id`` and ``plan``
+(the board's items). ``stream-json`` ends with the same object and ``"event": "result"``.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,9 @@ class RunReport:
     #: Items a done run left unfinished, and the board's (completed, total) then.
     unfinished: tuple[str, ...] = ()
     progress: tuple[int, int] = (0, 0)
+    run_id: str | None = None
+    #: The board at the end, one object per item (as ``plan.updated`` carries them).
+    plan: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def cost(self) -> float | None:
@@ -106,6 +110,8 @@ class RunReport:
             "resume": self.resume_command,
             "refused_actions": [action.as_dict() for action in self.refused],
             "unfinished": list(self.unfinished),
+            "run_id": self.run_id,
+            "plan": [dict(item) for item in self.plan],
         }
 
 

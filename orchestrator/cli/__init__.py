@@ -62,6 +62,29 @@ for _command in (
     cli.add_command(_command)
 
 
+def _wants_json(argv: Sequence[str] | None) -> bool:
+    """Whether the command line asked for machine output (``--output-format json``, ``--json``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for index, arg in enumerate(args):
+        if arg == "--json" or arg in ("--output-format=json", "--output-format=stream-json"):
+            return True
+        following = args[index + 1] if index + 1 < len(args) else ""
+        if arg == "--output-format" and following in ("json", "stream-json"):
+            return True
+    return False
+
+
+def _usage_error(reason: str, argv: Sequence[str] | None) -> None:
+    """One line on stderr, exit 2; in a JSON mode also one JSON object on stdout for the parser."""
+    import json
+
+    click.echo(f"orchestrator: error: {reason}", err=True)
+    if _wants_json(argv):
+        document = {"status": "error", "exit_code": USAGE_ERROR, "reason": reason}
+        click.echo(json.dumps(document, ensure_ascii=False))
+    sys.exit(USAGE_ERROR)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI and turn every outcome into an exit code."""
     from orchestrator.script import ScriptError
@@ -79,9 +102,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             hint = ""
             if isinstance(error, click.UsageError) and error.ctx is not None:
                 hint = f" (see: {error.ctx.command_path} --help)"
-            click.echo(f"orchestrator: error: {error.format_message()}{hint}", err=True)
-            sys.exit(USAGE_ERROR)
+            _usage_error(f"{error.format_message()}{hint}", argv)
         except (ScriptError, ConfigError) as error:
-            click.echo(f"orchestrator: error: {error}", err=True)
-            sys.exit(USAGE_ERROR)
+            _usage_error(str(error), argv)
     sys.exit(code if isinstance(code, int) else 0)

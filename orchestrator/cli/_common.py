@@ -267,6 +267,8 @@ def run_once(session: Session, task: str | None) -> int:
         session.close()
     stopped = stopped_record()
     result = session.report_for(outcome, stopped.exit_code if stopped else report.EXIT_INTERRUPTED)
+    if session.options.output_format == "stream-json":  # the stream ends with the result
+        click.echo(json.dumps({**result.as_json(), "event": "result"}, ensure_ascii=False))
     if session.options.output_format == "json":
         click.echo(json.dumps(result.as_json(), ensure_ascii=False))
         for line in result.closing_lines()[1:]:  # stdout is the program's; people read stderr

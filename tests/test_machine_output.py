@@ -1,0 +1,89 @@
+"""Output a script can trust: stream-json ends with the result, usage errors are JSON too."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer
+
+START = {"items": [{"id": "1", "text": "Say hi", "status": "in_progress"}]}
+DONE = {"items": [{"id": "1", "status": "completed"}], "merge": True}
+
+
+def _run(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    turns = [
+        {"tool_calls": [{"name": "todo", "input": START}]},
+        {"tool_calls": [{"name": "todo", "input": DONE}]},
+        {"text": "hi"},
+    ]
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+    }
+    with MessagesServer(parse_script({"name": "out", "turns": turns}, source="t")) as server:
+        env.update(
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"),
+        )
+        trace = str(tmp_path / f"{len(list(tmp_path.glob('*.jsonl')))}.jsonl")
+        command = ["run", "Say hi", "--workdir", str(workdir), "--yes", "--trace", trace]
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator", *command, *flags],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=300,
+        )
+
+
+def test_stream_json_ends_with_the_result_json_prints(tmp_path: Path) -> None:
+    streamed = _run(tmp_path, "--output-format", "stream-json")
+    assert streamed.returncode == 0, streamed.stderr
+    lines = [json.loads(line) for line in streamed.stdout.splitlines()]
+    last = lines[-1]
+    assert last["event"] == "result" and lines[-2]["event"] == "run.finished"
+    printed = json.loads(_run(tmp_path, "--output-format", "json", "-q").stdout)
+    assert set(last) - {"event"} == set(printed)
+    for result in (last, printed):
+        assert result["status"] == "done" and result["exit_code"] == 0
+        assert result["run_id"] and result["plan"] == [
+            {"id": "1", "text": "Say hi", "status": "completed"}
+        ]
+    assert last["run_id"] == lines[0]["run_id"]
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--output-format", "json", "--max-rounds", "-5"),
+        ("--json", "--no-such-flag"),
+        ("--output-format=stream-json", "--sandbox", "sideways"),
+    ],
+)
+def test_a_usage_error_in_a_json_mode_is_one_json_object(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    done = _run(tmp_path, *flags)
+    assert done.returncode == 2
+    (line,) = done.stdout.splitlines()
+    document = json.loads(line)
+    assert document["status"] == "error" and document["exit_code"] == 2
+    assert document["reason"] and document["reason"] in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_usage_error_in_text_mode_prints_nothing_on_stdout(tmp_path: Path) -> None:
+    done = _run(tmp_path, "--max-rounds", "-5")
+    assert (done.returncode, done.stdout) == (2, "")
