@@ -303,14 +303,16 @@ class Session:
         limits = _limits(self.model, config)
         settings = self.settings
         if settings is not None:  # resumed: the trace's settings, as resume's flags amend them
-            settings = attrs.evolve(settings, **_model_settings(config, limits))
+            settings = attrs.evolve(
+                settings, **_model_settings(config, limits), settle_plan=self._settles(config)
+            )
         else:
             instructions = load_instructions(options.workdir)
             if instructions.files:
                 self.say(f"project instructions: {', '.join(instructions.files)}")
             settings = LoopSettings(
                 system=instructions.system_prompt(DEFAULT_SYSTEM.format(workdir=options.workdir)),
-                settle_plan=self.settle_plan,
+                settle_plan=self._settles(config),
                 max_rounds=config.max_rounds,
                 trace_requests=options.trace_requests,
                 workdir=str(options.workdir),
@@ -372,6 +374,13 @@ class Session:
             ),
         )
         return self._loop
+
+    def _settles(self, config: Config) -> bool:
+        """Whether ``done`` needs the plan settled: not in chat, nor on a shared board.
+
+        On a shared board other agents hold items this run cannot settle.
+        """
+        return self.settle_plan and config.settle_plan and not isinstance(self.board, SharedBoard)
 
     def _say_how_it_runs(self) -> None:
         """The one-line notices of a start: a sandbox fallback, the network, approvals."""

@@ -426,6 +426,14 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
     # issue 24
     _Setting(
+        "settle_plan",
+        _boolean,
+        True,
+        ("ORCHESTRATOR_SETTLE_PLAN",),
+        help="A run ends done only with every item completed or cancelled (one reminder "
+        "first, then exit 3); false lets it end with items open.",
+    ),
+    _Setting(
         "done_check",
         _text,
         None,

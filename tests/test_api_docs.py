@@ -19,6 +19,7 @@ from orchestrator.testing import MessagesServer
 DOC = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 
 _PLAN = {"items": [{"id": "1", "text": "Do the work", "status": "in_progress"}]}
+_DONE = {"items": [{"id": "1", "status": "completed"}], "merge": True}
 #: What the test server answers each example with, in the order the examples appear.
 SCRIPTS: list[list[Mapping[str, Any]]] = [
     [{"tool_calls": [{"name": "add", "input": {"a": 2, "b": 3}}]}, {"text": "The sum is 5."}],
@@ -29,7 +30,11 @@ SCRIPTS: list[list[Mapping[str, Any]]] = [
     ],
     [{"text": "Hello."}],
     [{"text": "Hello."}],
-    [{"tool_calls": [{"name": "todo", "input": _PLAN}]}, {"text": "Done now."}],
+    [
+        {"tool_calls": [{"name": "todo", "input": _PLAN}]},
+        {"tool_calls": [{"name": "todo", "input": _DONE}]},
+        {"text": "Done now."},
+    ],
 ]
 #: What each example must have sent back to the model (a tool's result), if anything.
 SENT: list[str | None] = ['"5"', "26.6", None, None, None]

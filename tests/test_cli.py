@@ -208,7 +208,7 @@ def test_a_stale_plan_gets_a_reminder(tmp_path: Path) -> None:
         _call("todo", PLAN_NEXT, expect=_ok("three"), expect_reminder=True),
         {"text": "Back on track.", "expect": _ok("(1/2 completed)"), "expect_reminder": False},
     ]
-    run = _run_task(tmp_path, turns)
+    run = _run_task(tmp_path, turns, "--settle-plan", "false")  # ends with items open
     assert run.code == 0, run.stderr
     (reminder,) = run.events("audit.reminder")
     assert (reminder["round"], reminder["rounds_since_update"]) == (4, 3)
@@ -225,7 +225,7 @@ def test_a_rejected_plan_update_then_a_corrected_one(tmp_path: Path) -> None:
         _call("todo", PLAN_NEXT, expect=_error("Only one task can be in_progress")),
         {"text": "Plan fixed.", "expect": _ok("[>] #2: Run the tests")},
     ]
-    run = _run_task(tmp_path, turns)
+    run = _run_task(tmp_path, turns, "--settle-plan", "false")  # ends with items open
     assert run.code == 0, run.stderr
     assert len(run.events("plan.rejected")) == 1
     assert [event["revision"] for event in run.events("plan.updated")] == [1, 2]
@@ -303,6 +303,8 @@ def test_without_a_terminal_refusals_are_announced_counted_and_not_a_clean_succe
                 {"is_error": False, "contains": "(0/2 completed)"},
             ],
         },
+        # The plan is unsettled, so one reminder comes; the model says again why it stops.
+        {"text": "Still nothing I can do without approval."},
     ]
     run = _run_task(tmp_path, turns, yes=False)
     # Done, but not a clean success: exit 3 says some actions never happened.
@@ -581,6 +583,9 @@ def test_output_format_json_prints_one_final_object(tmp_path: Path) -> None:
         "trace",
         "resume",
         "refused_actions",
+        "unfinished",
+        "run_id",
+        "plan",
     ]
     assert result["answer"] == "Wrote a.txt."
     assert (result["status"], result["exit_code"], result["rounds"]) == ("done", 3, 2)
@@ -611,7 +616,7 @@ def test_stream_json_is_the_old_json_flag(
     assert exited.value.code == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert events[0]["event"] == "run.started"
-    assert events[-1]["event"] == "run.finished"
+    assert [e["event"] for e in events[-2:]] == ["run.finished", "result"]
 
 
 def test_project_instructions_join_the_system_prompt_and_are_announced(tmp_path: Path) -> None:

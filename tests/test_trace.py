@@ -561,7 +561,9 @@ def test_the_demo_trace_is_byte_identical_to_the_golden_one_but_for_times_and_id
     the context settings (``context_window``, ``compaction``, ``thinking``, ``effort``), the
     ``context.window`` event after ``run.started``, ``fixed_tokens`` in ``model.request`` and
     ``context_tokens`` and ``context_window`` in ``model.response`` (issue 13; checked to be
-    the only changes).
+    the only changes); ``settle_plan``, ``done_check`` and ``done_check_retries`` in the
+    settings, and the request sizes after the todo schema gained ``check`` (issue 24; checked
+    to be the only changes).
     """
     raw, workdir = demo_trace(tmp_path)
     ours = _normalised(raw, workdir).splitlines()
