@@ -92,6 +92,21 @@ class SessionSummary:
     usage: Mapping[str, int]
     cost: float | None
     refused: int = 0
+    run_id: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """``sessions --json``: one object per session."""
+        return {
+            "run_id": self.run_id,
+            "trace": str(self.path),
+            "status": self.status,
+            "rounds": self.rounds,
+            "cost_usd": None if self.cost is None else round(self.cost, 6),
+            "workdir": self.workdir,
+            "task": self.task,
+            "started": self.started,
+            "refused": self.refused,
+        }
 
     @property
     def outcome(self) -> str:
@@ -101,11 +116,12 @@ class SessionSummary:
 
 def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
     """Read one trace into a summary (``prices`` overrides the table); bad lines are skipped."""
-    started, workdir, task, model, status = "", "", "", "", "unfinished"
+    started, workdir, task, model, status, run_id = "", "", "", "", "unfinished", ""
     rounds = refused = 0
     usage = dict.fromkeys(USAGE_KEYS, 0)
     for event in _events(path):
         name = event.get("event")
+        run_id = run_id or str(event.get("run_id") or "")
         if name == "run.started":
             started = started or str(event.get("ts", ""))
             settings = _mapping(event.get("settings"))
@@ -128,7 +144,9 @@ def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
                 if isinstance(value, int):
                     usage[key] += value
     cost = cost_of(usage, prices_for(model, prices))
-    return SessionSummary(path, started, workdir, task, status, rounds, usage, cost, refused)
+    return SessionSummary(
+        path, started, workdir, task, status, rounds, usage, cost, refused, run_id
+    )
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -165,11 +183,32 @@ def latest_trace(workdir: Path, env: Mapping[str, str] | None = None) -> Path | 
     return traces[0] if traces else None
 
 
-def print_sessions(workdir: Path | None, limit: int, prices: Prices | None = None) -> None:
+def trace_named(name: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """The trace ``name`` means: a path to a trace, or a run id (as printed everywhere)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    if not re.fullmatch(r"[0-9a-f]{6,32}", name):
+        return None
+    found = [
+        trace
+        for trace in sessions_dir(env).glob(f"*/*-{name}*.jsonl")
+        if trace.is_file() and trace.stem.rsplit("-", 1)[-1].startswith(name)
+    ]
+    return max(found, key=lambda trace: trace.stat().st_mtime) if found else None
+
+
+def print_sessions(
+    workdir: Path | None, limit: int, prices: Prices | None = None, *, as_json: bool = False
+) -> None:
     """``orchestrator sessions``: one line per session, newest first, then how to resume."""
     import click
 
     traces = recent_traces(workdir=workdir)[:limit]
+    if as_json:
+        rows = [summarize(path, prices).as_dict() for path in traces]
+        click.echo(json.dumps(rows, ensure_ascii=False))
+        return
     if not traces:
         where = f"for {workdir.resolve()} " if workdir is not None else ""
         click.echo(f"no sessions {where}yet (they are kept in {sessions_dir()})")

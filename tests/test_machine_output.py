@@ -87,3 +87,43 @@ def test_a_usage_error_in_a_json_mode_is_one_json_object(
 def test_a_usage_error_in_text_mode_prints_nothing_on_stdout(tmp_path: Path) -> None:
     done = _run(tmp_path, "--max-rounds", "-5")
     assert (done.returncode, done.stdout) == (2, "")
+
+
+def _run_in_state(tmp_path: Path, state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+    }
+    env.update(ORCHESTRATOR_STATE_DIR=str(state), ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "cfg"))
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+        cwd=tmp_path / "work",
+    )
+
+
+def test_a_session_is_named_by_its_run_id_or_last(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (tmp_path / "work").mkdir()
+    demo = _run_in_state(tmp_path, state, "demo", "--workdir", str(tmp_path / "work" / "d"))
+    assert demo.returncode == 0, demo.stderr
+    listed = json.loads(_run_in_state(tmp_path, state, "sessions", "--json").stdout)
+    (session,) = listed
+    assert set(session) >= {"run_id", "trace", "status", "rounds", "cost_usd", "workdir"}
+    assert set(session) >= {"task", "started"}
+    assert session["status"] == "done" and Path(session["trace"]).is_file()
+    run_id = session["run_id"]
+    by_id = _run_in_state(tmp_path, state, "replay", run_id, "--check")
+    assert by_id.returncode == 0, by_id.stderr
+    shown = _run_in_state(tmp_path, state, "show", run_id[:8], "--round", "1")
+    assert shown.returncode == 0 and "todo" in shown.stdout
+    missing = _run_in_state(tmp_path, state, "show", "deadbeef00")
+    assert missing.returncode == 2 and "no such trace file or run id" in missing.stderr
+    # --last is the newest session of the current directory: none was run from here.
+    none_here = _run_in_state(tmp_path, state, "replay", "--last", "--check")
+    assert none_here.returncode == 2 and "no sessions for" in none_here.stderr

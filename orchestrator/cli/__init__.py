@@ -65,8 +65,12 @@ for _command in (
 def _wants_json(argv: Sequence[str] | None) -> bool:
     """Whether the command line asked for machine output (``--output-format json``, ``--json``)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    command = next((arg for arg in args if not arg.startswith("-")), "")
     for index, arg in enumerate(args):
-        if arg == "--json" or arg in ("--output-format=json", "--output-format=stream-json"):
+        if arg in ("--output-format=json", "--output-format=stream-json"):
+            return True
+        # --json is stream-json for the commands that run; elsewhere it is a listing's format.
+        if arg == "--json" and command in ("run", "chat", "resume", "demo"):
             return True
         following = args[index + 1] if index + 1 < len(args) else ""
         if arg == "--output-format" and following in ("json", "stream-json"):

@@ -203,6 +203,28 @@ def read_trace(path: Path) -> TraceFile:
         raise InputError(str(error)) from None
 
 
+def trace_argument(value: str | None, last: bool, workdir: Path | None = None) -> Path:
+    """TRACE as given (a path or a run id), or ``--last``: the newest session of the workdir."""
+    from orchestrator.sessions import latest_trace, trace_named
+
+    if last:
+        if value is not None:
+            raise InputError("give either TRACE or --last, not both")
+        where = (workdir or Path(".")).resolve()
+        newest = latest_trace(where)
+        if newest is None:
+            raise InputError(f"no sessions for {where} yet; see `orchestrator sessions`")
+        return newest
+    if value is None:
+        raise InputError("give a TRACE (a path or a run id), or --last for the newest one here")
+    found = trace_named(value)
+    if found is None:
+        raise InputError(
+            f"{value}: no such trace file or run id; `orchestrator sessions` lists them"
+        )
+    return found
+
+
 def how_i_was_called() -> str:
     """The command a person can paste to run orchestrator again (``make demo`` puts it in .venv)."""
     program = Path(sys.argv[0])

@@ -28,6 +28,7 @@ from orchestrator.cli._common import (
     run_options,
     shared_options,
     stderr_if,
+    trace_argument,
     warn,
 )
 
@@ -71,11 +72,11 @@ def run(task: str | None, replay_model: Path | None, **kwargs: Any) -> int:
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path), required=False)
+@click.argument("trace_name", metavar="TRACE|RUN_ID", required=False)
 @click.argument("instruction", required=False)
 @click.option("--last", is_flag=True, help="The newest session of the work directory.")
 @shared_options(trace=False)
-def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: Any) -> int:
+def resume(trace_name: str | None, instruction: str | None, last: bool, **kwargs: Any) -> int:
     """Continue the session in TRACE (or --last), with INSTRUCTION as the next message if given.
 
     Any session can go on: an interrupted or failed run picks up where it stopped; a finished
@@ -85,19 +86,11 @@ def resume(trace: Path | None, instruction: str | None, last: bool, **kwargs: An
     from orchestrator.board_file import BoardFileError, keep_file, lock_board
     from orchestrator.plan import PlanBoard
     from orchestrator.replay import TraceError, rebuild
-    from orchestrator.sessions import SessionError, check_trace_appendable, latest_trace
+    from orchestrator.sessions import SessionError, check_trace_appendable
 
-    if last:
-        if trace is not None and instruction is None:
-            instruction, trace = str(trace), None
-        elif trace is not None:
-            raise InputError("give either TRACE or --last, not both")
-        workdir = (kwargs["workdir"] or Path(".")).resolve()
-        trace = latest_trace(workdir)
-        if trace is None:
-            raise InputError(f"no sessions for {workdir} yet; see `orchestrator sessions`")
-    elif trace is None:
-        raise InputError("give the session's TRACE, or --last for the newest one here")
+    if last and trace_name is not None and instruction is None:
+        instruction, trace_name = trace_name, None  # resume --last "next instruction"
+    trace = trace_argument(trace_name, last, kwargs["workdir"])
     try:
         rebuilt = rebuild(read_trace(trace))
     except TraceError as error:

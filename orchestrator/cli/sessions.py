@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli._common import CONTEXT_SETTINGS, InputError, read_trace
+from orchestrator.cli._common import CONTEXT_SETTINGS, InputError, read_trace, trace_argument
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -18,7 +18,8 @@ from orchestrator.cli._common import CONTEXT_SETTINGS, InputError, read_trace
     help="Only this work directory's sessions.  [default: every work directory]",
 )
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=20, help="How many to list.")
-def sessions(workdir: Path | None, limit: int) -> int:
+@click.option("--json", "as_json", is_flag=True, help="A JSON list of objects, for scripts.")
+def sessions(workdir: Path | None, limit: int, as_json: bool) -> int:
     """List recent sessions, newest first: time, status, rounds, cost, workdir, task, trace."""
     from orchestrator.config import ConfigError, load_config
     from orchestrator.sessions import print_sessions
@@ -27,12 +28,16 @@ def sessions(workdir: Path | None, limit: int) -> int:
         prices = load_config(workdir or Path(".")).price_per_mtok
     except ConfigError as error:
         raise InputError(str(error)) from None
-    print_sessions(workdir, limit, prices)
+    print_sessions(workdir, limit, prices, as_json=as_json)
     return 0
 
 
+_last = click.option("--last", is_flag=True, help="The newest session of this directory.")
+
+
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("trace", metavar="TRACE|RUN_ID", required=False)
+@_last
 @click.option(
     "--round",
     "round_number",
@@ -41,26 +46,30 @@ def sessions(workdir: Path | None, limit: int) -> int:
     help="Only this round.  [default: every round]",
 )
 @click.option("--full", is_flag=True, help="Show tool inputs and outputs whole, not clipped.")
-def show(trace: Path, round_number: int | None, full: bool) -> int:
+def show(trace: str | None, last: bool, round_number: int | None, full: bool) -> int:
     """Print what happened in TRACE: the model's text, tool calls and results, plan, reminders."""
     from orchestrator.transcript import TranscriptError, print_transcript
 
     try:
-        print_transcript(read_trace(trace), round_number=round_number, full=full)
+        print_transcript(
+            read_trace(trace_argument(trace, last)), round_number=round_number, full=full
+        )
     except TranscriptError as error:
         raise InputError(str(error)) from None
     return 0
 
 
 @click.command()
-@click.argument("trace", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("trace_name", metavar="TRACE|RUN_ID", required=False)
+@_last
 @click.option("--check", is_flag=True, help="Print nothing; exit 1 at the first divergence.")
 @click.option("--json", "as_json", is_flag=True, help="Print the timeline as JSON.")
-def replay(trace: Path, check: bool, as_json: bool) -> int:
+def replay(trace_name: str | None, last: bool, check: bool, as_json: bool) -> int:
     """Re-drive fresh plan and loop machines from TRACE and check it comes out the same."""
     from orchestrator.console import print_timeline
     from orchestrator.replay import Replay, TraceError
 
+    trace = trace_argument(trace_name, last)
     parsed = read_trace(trace)
     replayer = Replay(parsed, timeline=not check)
     try:
