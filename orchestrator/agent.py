@@ -52,7 +52,7 @@ from orchestrator.protocols import (
     ToolResult,
     ToolSource,
 )
-from orchestrator.sessions import SessionError, check_new_trace
+from orchestrator.sessions import SessionError, SessionLock, check_new_trace
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
 from orchestrator.tools.mcp_config import McpConfigError, McpServerConfig, mcp_secret_values
 from orchestrator.tools.python import FunctionTool, tool
@@ -270,6 +270,7 @@ class Session:
     _protected: ProtectedSnapshot | None = None
     protected_changes: tuple[ProtectedChange, ...] = ()
     _trace: Trace | None = None
+    _lock: SessionLock | None = None
     _run_id: str | None = None
     _loop: Loop | None = None
     _first_round: int = 0
@@ -326,6 +327,8 @@ class Session:
             self.sandbox = _choose_sandbox(options, [path])
             secrets = [*_secret_values(config), *mcp_secret_values(options.mcp_servers)]
             self._run_id = run_id
+            self._lock = SessionLock(path)
+            self._lock.take()  # before the trace: two processes never write one session
             self._trace = open_trace(
                 path,
                 run_id=run_id,
@@ -517,6 +520,9 @@ class Session:
         if self._trace is not None:
             self._trace.close()
             self._trace = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def report_for(self, outcome: RunOutcome | None, interrupted_code: int) -> report.RunReport:
         status = outcome.status if outcome is not None else "chat"
@@ -888,12 +894,13 @@ class Agent:
         this agent was given them.
         """
         from orchestrator.replay import TraceError, read_trace, rebuild
-        from orchestrator.sessions import check_trace_appendable
+        from orchestrator.sessions import check_not_running, check_trace_appendable
 
         path = Path(trace)
         try:
             rebuilt = rebuild(read_trace(path))
             check_trace_appendable(path)
+            check_not_running(path)
         except (TraceError, SessionError) as error:
             raise SettingsError(str(error)) from None
         next_message = instruction.strip() if instruction and instruction.strip() else None

@@ -79,6 +79,83 @@ def check_trace_appendable(path: Path) -> None:
         raise SessionError(f"{path}: cannot append to it (permission denied)")
 
 
+class SessionLock:
+    """A running session's lock: ``TRACE.lock`` beside the trace, holding the owner's pid.
+
+    Taken before the trace is opened and given back at the end, so a second process (a
+    ``resume`` typed in another terminal) cannot write the same trace or run tools in the same
+    folder at once. The lock is an ``flock``: a dead owner's goes with its process, and the
+    next session takes it over.
+    """
+
+    def __init__(self, trace: Path) -> None:
+        self.path = trace.with_name(trace.name + ".lock")
+        self._handle: int | None = None
+
+    def take(self) -> None:
+        """Hold the lock, or raise :class:`SessionError` naming the pid that holds it."""
+        import fcntl
+
+        while True:
+            handle = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(handle, 32).decode("ascii", "replace").strip() or "?"
+                os.close(handle)
+                raise SessionError(
+                    f"{self.path.name.removesuffix('.lock')} is running in another process "
+                    f"(pid {holder}); wait for it to end, or start a new session"
+                ) from None
+            # The holder before us may have removed the file as it let go: lock the new one.
+            try:
+                same = os.fstat(handle).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(handle)
+        os.ftruncate(handle, 0)
+        os.write(handle, f"{os.getpid()}\n".encode())
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is None:
+            return
+        self.path.unlink(missing_ok=True)
+        os.close(self._handle)
+        self._handle = None
+
+
+def check_not_running(trace: Path) -> None:
+    """Refuse a session another process is running now, naming its pid."""
+    pid = running_pid(trace)
+    if pid is not None:
+        raise SessionError(
+            f"{trace.name} is running in another process (pid {pid or '?'}); wait for it to "
+            "end, or start a new session"
+        )
+
+
+def running_pid(trace: Path) -> int | None:
+    """The pid of the process running the session in ``trace`` now, or None."""
+    import fcntl
+
+    lock = trace.with_name(trace.name + ".lock")
+    try:
+        handle = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        text = os.read(handle, 32).decode("ascii", "replace").strip()
+        return int(text) if text.isdigit() else 0
+    finally:
+        os.close(handle)
+    return None
+
+
 @attrs.frozen
 class SessionSummary:
     """One session as ``orchestrator sessions`` lists it."""
@@ -144,6 +221,9 @@ def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
                 if isinstance(value, int):
                     usage[key] += value
     cost = cost_of(usage, prices_for(model, prices))
+    pid = running_pid(path)
+    if pid is not None:
+        status = f"running (pid {pid})"
     return SessionSummary(
         path, started, workdir, task, status, rounds, usage, cost, refused, run_id
     )
@@ -220,7 +300,7 @@ def print_sessions(
         task = " ".join(summary.task.split())
         task = task if len(task) <= 48 else task[:47] + "…"
         click.echo(
-            f"{when}  {summary.outcome:<11} {summary.rounds:>3} rounds  {cost:>9}  "
+            f"{when}  {summary.outcome:<18} {summary.rounds:>3} rounds  {cost:>9}  "
             f"{inert(summary.workdir)}  {inert(task)}\n    {inert(str(path))}"
         )
     click.echo('\ncontinue one: orchestrator resume TRACE "next instruction" (or resume --last)')

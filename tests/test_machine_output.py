@@ -127,3 +127,30 @@ def test_a_session_is_named_by_its_run_id_or_last(tmp_path: Path) -> None:
     # --last is the newest session of the current directory: none was run from here.
     none_here = _run_in_state(tmp_path, state, "replay", "--last", "--check")
     assert none_here.returncode == 2 and "no sessions for" in none_here.stderr
+
+
+def test_a_running_session_is_locked_against_a_second_process(tmp_path: Path) -> None:
+    from orchestrator.sessions import SessionLock
+
+    state = tmp_path / "state"
+    (tmp_path / "work").mkdir()
+    demo = _run_in_state(tmp_path, state, "demo", "--workdir", str(tmp_path / "work" / "d"))
+    assert demo.returncode == 0, demo.stderr
+    (session,) = json.loads(_run_in_state(tmp_path, state, "sessions", "--json").stdout)
+    trace = Path(session["trace"])
+    lock = SessionLock(trace)
+    lock.take()  # this process is now "running" the session
+    try:
+        second = _run_in_state(tmp_path, state, "resume", str(trace), "next", "--yes")
+        assert second.returncode == 2
+        assert f"is running in another process (pid {os.getpid()})" in second.stderr
+        assert second.stderr.count("\n") == 1
+        listed = json.loads(_run_in_state(tmp_path, state, "sessions", "--json").stdout)
+        assert listed[0]["status"] == f"running (pid {os.getpid()})"
+    finally:
+        lock.release()
+    assert not lock.path.exists()
+    assert (
+        json.loads(_run_in_state(tmp_path, state, "sessions", "--json").stdout)[0]["status"]
+        == "done"
+    )

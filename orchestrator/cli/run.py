@@ -86,7 +86,7 @@ def resume(trace_name: str | None, instruction: str | None, last: bool, **kwargs
     from orchestrator.board_file import BoardFileError, keep_file, lock_board
     from orchestrator.plan import PlanBoard
     from orchestrator.replay import TraceError, rebuild
-    from orchestrator.sessions import SessionError, check_trace_appendable
+    from orchestrator.sessions import SessionError, check_not_running, check_trace_appendable
 
     if last and trace_name is not None and instruction is None:
         instruction, trace_name = trace_name, None  # resume --last "next instruction"
@@ -112,6 +112,7 @@ def resume(trace_name: str | None, instruction: str | None, last: bool, **kwargs
     )
     try:
         check_trace_appendable(trace)
+        check_not_running(trace)  # said first; the session's own lock closes the race
     except SessionError as error:
         raise InputError(str(error)) from None
     board: dict[str, Any] = {"board": rebuilt.board}
