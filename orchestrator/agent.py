@@ -9,6 +9,7 @@ and the environment and config files apply as they do for the CLI.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -813,6 +814,18 @@ def _api_label(name: str) -> str:
     return f"{name}="
 
 
+class _OnClassOrInstance:
+    """``Agent.resume(trace)`` (a default agent) and ``agent.resume(trace)`` (this one's)."""
+
+    def __init__(self, method: Callable[..., RunResult]) -> None:
+        self.method = method
+        self.__doc__ = method.__doc__
+
+    def __get__(self, instance: Agent | None, owner: type[Agent]) -> Callable[..., RunResult]:
+        target = instance if instance is not None else owner()
+        return functools.partial(self.method, target)
+
+
 class Agent:
     """A coding agent with a guarded todo board, embedded in a program.
 
@@ -856,6 +869,7 @@ class Agent:
             settings["model"] = model
         self.settings: dict[str, Any] = settings
         self.workdir = Path(workdir)
+        self._workdir_given = workdir != "."
         self.tools = tuple(_as_tool(item) for item in tools if not isinstance(item, str))
         self.on_event = on_event
         self.trace = None if trace is None else Path(trace)
@@ -886,12 +900,13 @@ class Agent:
                 if isinstance(item, FunctionTool):
                     item.bind_loop(None)
 
-    def resume(self, trace: str | os.PathLike[str], instruction: str | None = None) -> RunResult:
+    def _resume(self, trace: str | os.PathLike[str], instruction: str | None = None) -> RunResult:
         """Continue the session recorded in ``trace``, with ``instruction`` as the next message.
 
-        An interrupted or failed run picks up where it stopped; a finished one needs the next
-        ``instruction``. The run keeps the model and settings it was recorded with, unless
-        this agent was given them.
+        ``Agent.resume(trace)`` goes on as the run was set up; ``agent.resume(trace)`` with
+        this agent's settings and tools. An interrupted or failed run picks up where it
+        stopped; a finished one needs the next ``instruction``. The run keeps the model and
+        settings it was recorded with, and its work directory, unless this agent was given them.
         """
         from orchestrator.replay import TraceError, read_trace, rebuild
         from orchestrator.sessions import check_not_running, check_trace_appendable
@@ -906,6 +921,8 @@ class Agent:
         next_message = instruction.strip() if instruction and instruction.strip() else None
         if next_message is None and rebuilt.status == "done":
             raise SettingsError(f"{path}: that run finished (done); give the next instruction")
+        if not self._workdir_given and rebuilt.settings.workdir:
+            self.workdir = Path(rebuilt.settings.workdir)
         options = self._options(path)
         kept = {
             name: getattr(rebuilt.settings, name)
@@ -930,6 +947,8 @@ class Agent:
             resume_from=rebuilt,
         )
         return self._run(session, next_message)
+
+    resume = _OnClassOrInstance(_resume)
 
     def _options(self, trace: Path | None) -> RunOptions:
         return load_options(

@@ -193,7 +193,8 @@ def test_resume_continues_the_session_with_its_board(
     ]
     server = _server(second, monkeypatch)
     try:
-        resumed = Agent(approval="auto").resume(result.trace, "Finish it.")
+        # On the class, as the issue writes it: the run goes on as it was set up (its workdir).
+        resumed = Agent.resume(result.trace, "Finish it.")
     finally:
         server.__exit__(None, None, None)
     assert resumed.status == "done"

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from orchestrator.eval.stats import newcombe_difference, wilson_interval
 from orchestrator.eval.store import arms_in
+from orchestrator.inert import inert
 from orchestrator.protocols import JSONObject
 
 SCRIPTED_WARNING = (
@@ -122,7 +123,7 @@ def print_report(summary: JSONObject, console: Console, *, title: str = "") -> N
         return
     models = ", ".join(summary["models"])
     # Names come from files a person (or a hand edit) wrote: shown as text, never as markup.
-    console.print(Text(f"{title}model: {models} · {summary['runs']} runs"))
+    console.print(Text(inert(f"{title}model: {models} · {summary['runs']} runs")))
     arms = Table(box=box.SIMPLE_HEAVY, title="success rate per arm (95% Wilson interval)")
     for column in ("arm", "runs", "success", "rate", "95% CI", "rounds"):
         arms.add_column(column, justify="left" if column == "arm" else "right")
@@ -133,7 +134,7 @@ def print_report(summary: JSONObject, console: Console, *, title: str = "") -> N
     for arm, row in summary["arms"].items():
         mean = row["mean_tokens"]
         arms.add_row(
-            Text(arm),
+            Text(inert(arm)),
             str(row["runs"]),
             str(row["successes"]),
             f"{row['success_rate']:.0%}",
@@ -151,7 +152,7 @@ def print_report(summary: JSONObject, console: Console, *, title: str = "") -> N
             differences.add_column(column, justify="left" if column.startswith("arm") else "right")
         for row in summary["differences"]:
             differences.add_row(
-                Text(f"{row['arm']} − {row['baseline']}"),
+                Text(inert(f"{row['arm']} − {row['baseline']}")),
                 f"{row['difference']:+.0%}",
                 f"{row['ci_low']:+.0%} to {row['ci_high']:+.0%}",
             )
@@ -159,10 +160,10 @@ def print_report(summary: JSONObject, console: Console, *, title: str = "") -> N
     tasks = Table(box=box.SIMPLE_HEAVY, title="successes per task")
     tasks.add_column("task")
     for arm in summary["arms"]:
-        tasks.add_column(Text(arm), justify="right")
+        tasks.add_column(Text(inert(arm)), justify="right")
     for task, per_arm in summary["tasks"].items():
         cells = (f"{cell['successes']}/{cell['runs']}" for cell in per_arm.values())
-        tasks.add_row(Text(task), *cells)
+        tasks.add_row(Text(inert(task)), *cells)
     console.print(tasks)
     if summary["scripted"]:
         console.print(f"[bold red]{SCRIPTED_WARNING}[/]")
