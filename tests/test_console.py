@@ -243,7 +243,7 @@ def test_plain_view_survives_an_error_result_with_no_text() -> None:
     assert stream.getvalue() == "✗ read_file gone.py  2 ms  error\n"
 
 
-def test_plain_view_strips_escape_codes_the_model_or_a_tool_sends() -> None:
+def test_plain_view_shows_escape_codes_the_model_or_a_tool_sends_and_obeys_none() -> None:
     stream = io.StringIO()
     view = PlainView(stream)
     with view:
@@ -253,8 +253,9 @@ def test_plain_view_strips_escape_codes_the_model_or_a_tool_sends() -> None:
     text = stream.getvalue()
     assert not ANY_ESCAPE.search(text)
     assert "\x1b" not in text
-    assert "bold claim" in text
-    assert "    │ FAILED test_hello.py" in text
+    # Shown, not silently dropped (issue 25): the user sees that something was there.
+    assert "␛[1mbold␛[0m claim" in text
+    assert "    │ ␛[31mFAILED␛[0m test_hello.py" in text
 
 
 def test_plain_and_json_output_has_no_escape_codes() -> None:
@@ -589,9 +590,11 @@ def test_demo_json_streams_only_json_on_stdout(tmp_path: Path) -> None:
     assert all(isinstance(event, dict) for event in events)
     names = [event["event"] for event in events]
     assert names[0] == "run.started"
-    assert names[-1] == "run.finished"
+    assert names[-2:] == ["run.finished", "result"]
     assert {"audit.reminder", "guard.blocked", "plan.updated", "tool.result"} <= set(names)
-    assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+    # Every trace event, numbered; then the result object (no seq: it is not a trace line).
+    assert [event["seq"] for event in events[:-1]] == list(range(1, len(events)))
+    assert events[-1]["status"] == "done" and "seq" not in events[-1]
     # The label, the final plan and the paths go to stderr, out of the programs' way.
     assert "SCRIPTED" in done.stderr
     assert "(5/5 completed)" in done.stderr

@@ -474,6 +474,8 @@ def _session(spec: RunSpec, workdir: Path, model: Model, tally: TraceTally) -> R
         say=_nowhere,
         notice=_nowhere,
         interactive=False,
+        # The arms are judged by the task's check, as before plan_settled (issue 24).
+        settle_plan=False,
     )
     try:
         return session.turn(spec.task.prompt)
