@@ -6,7 +6,8 @@ concrete; the CLI is the one place that wires real classes into these shapes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import attrs
@@ -267,3 +268,57 @@ class ContextKeeper(Protocol):
         ``summarize`` answers a tool-less request body with the summary text.
         """
         ...
+
+
+class BoardStore(Protocol):
+    """A board several agents share, in a store (SQLite, PostgreSQL; ``orchestrator.board``).
+
+    Every change is an item-machine transition applied in one transaction and appended to the
+    store's log; claims are atomic, each agent holds at most one item in progress, and a dead
+    agent's lease expires by the next operation. Items and log lines are the store's own
+    values (``board.store.BoardItem``, ``LogEntry``): this floor names no concrete class.
+    """
+
+    @property
+    def url(self) -> str:
+        """Where the board lives, without a password."""
+        ...
+
+    def items(self) -> Sequence[Any]:
+        """Every item in board order (expired claims returned first)."""
+        ...
+
+    def snapshot(self) -> tuple[Sequence[Any], Sequence[Any]]:
+        """The items and the whole log, read in one transaction."""
+        ...
+
+    def log(self, after: int = 0) -> Iterator[Any]: ...
+
+    def change(self) -> AbstractContextManager[Any]:
+        """Several operations as one transaction: all of them, or none."""
+        ...
+
+    def add(
+        self,
+        text: str,
+        *,
+        agent: str | None = None,
+        blocked_by: Sequence[str] = (),
+        item_id: str | None = None,
+    ) -> Any: ...
+
+    def claim(self, agent: str, *, lease: float = ..., item_id: str | None = None) -> Any:
+        """Start the named or the next ready item for ``agent`` (the ``start`` edge)."""
+        ...
+
+    def complete(self, item_id: str, *, agent: str) -> Any: ...
+
+    def release(self, item_id: str, *, agent: str) -> Any: ...
+
+    def cancel(self, item_id: str, *, agent: str) -> Any: ...
+
+    def renew(self, agent: str, *, lease: float = ...) -> int:
+        """Push out the lease of every item ``agent`` holds; how many it holds."""
+        ...
+
+    def close(self) -> None: ...

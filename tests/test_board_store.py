@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from orchestrator.board.check import check_log
-from orchestrator.board.store import BoardError, BoardStore, LogEntry, NothingClaimable
+from orchestrator.board.store import BoardError, LogEntry, NothingClaimable, SqlBoardStore
 from orchestrator.board.stores import BoardUrlError, open_store
 from orchestrator.plan import Status
 from tests.postgres import NoPostgres, fresh_database, start_cluster
@@ -281,7 +281,7 @@ class Interleaved(RuleBasedStateMachine):
 
         self.folder = Path(tempfile.mkdtemp(prefix="board-hyp-"))
         self.clock = Clock()
-        self.store: BoardStore = open_store(str(self.folder / "b.db"), clock=self.clock)
+        self.store: SqlBoardStore = open_store(str(self.folder / "b.db"), clock=self.clock)
 
     def _attempt(self, action: Callable[[], object]) -> None:
         before = self.store.snapshot()
@@ -340,7 +340,7 @@ TestInterleaved.settings = settings(
 # --- many processes --------------------------------------------------------------------------
 
 
-def _chains(store: BoardStore, count: int, seed: int) -> None:
+def _chains(store: SqlBoardStore, count: int, seed: int) -> None:
     """``count`` items, some waiting on an earlier one (random dependency chains)."""
     chooser = random.Random(seed)
     for number in range(1, count + 1):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from orchestrator.board.store import BoardChange, BoardError, BoardItem, BoardStore
+from orchestrator.board.store import BoardChange, BoardError, BoardItem
 from orchestrator.plan import (
     BatchEntry,
     IllegalEdgeError,
@@ -31,7 +31,7 @@ from orchestrator.plan import (
     Status,
     parse_batch,
 )
-from orchestrator.protocols import JSONObject, PlanRecord
+from orchestrator.protocols import BoardStore, JSONObject, PlanRecord
 
 _MARKERS = {
     Status.PENDING: "[ ]",

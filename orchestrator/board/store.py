@@ -303,7 +303,7 @@ def _unfinished(tx: _Transaction, blockers: Sequence[str]) -> list[str]:
 
 
 class BoardChange:
-    """The operations of one transaction on the board (:meth:`BoardStore.change`)."""
+    """The operations of one transaction on the board (:meth:`SqlBoardStore.change`)."""
 
     def __init__(self, machine: ItemMachine, tx: _Transaction) -> None:
         self._machine, self._tx = machine, tx
@@ -391,7 +391,7 @@ class BoardChange:
         return moved
 
 
-class BoardStore:
+class SqlBoardStore:
     """A board several agents share, in SQLite or PostgreSQL (see :func:`open_store`)."""
 
     def __init__(self, dialect: _Dialect, url: str, *, clock: Callable[[], float] = time.time):
@@ -503,7 +503,7 @@ class BoardStore:
     def close(self) -> None:
         self._connection.close()
 
-    def __enter__(self) -> BoardStore:
+    def __enter__(self) -> SqlBoardStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

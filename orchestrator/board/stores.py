@@ -1,7 +1,8 @@
 """Where a shared board lives: ``sqlite:///PATH`` (or a ``.db`` path) or ``postgresql://…``.
 
-:func:`open_store` turns the ``--board`` value into a :class:`~orchestrator.board.store.BoardStore`;
-a JSON file is not a store (it belongs to one run: :mod:`orchestrator.board_file`).
+:func:`open_store` turns the ``--board`` value into a store (the ``BoardStore`` protocol of
+:mod:`orchestrator.protocols`); a JSON file is not a store (it belongs to one run:
+:mod:`orchestrator.board_file`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from orchestrator.board.store import BoardStore
+from orchestrator.board.store import SqlBoardStore
 
 #: Seconds a writer waits for another's transaction before giving up.
 BUSY_TIMEOUT = 60.0
@@ -110,13 +111,13 @@ def _shown(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, ""))
 
 
-def open_store(value: str, *, clock: Callable[[], float] = time.time) -> BoardStore:
+def open_store(value: str, *, clock: Callable[[], float] = time.time) -> SqlBoardStore:
     """The store ``value`` names; :class:`BoardUrlError` (one line) when it names none.
 
     ``clock`` is what leases are measured by (tests move it instead of waiting).
     """
     if value.startswith(("postgresql://", "postgres://")):
-        return BoardStore(_Postgres(value), _shown(value), clock=clock)
+        return SqlBoardStore(_Postgres(value), _shown(value), clock=clock)
     if value.startswith("sqlite://"):
         path = value.removeprefix("sqlite://")
         if not path.startswith("/") or path == "/":
@@ -124,9 +125,9 @@ def open_store(value: str, *, clock: Callable[[], float] = time.time) -> BoardSt
                 f"{value}: a SQLite board is sqlite:///PATH (three slashes, then the path)"
             )
         path = path[1:] if path.startswith("//") else path
-        return BoardStore(_SQLite(Path(path)), value, clock=clock)
+        return SqlBoardStore(_SQLite(Path(path)), value, clock=clock)
     if value.endswith(".db"):
-        return BoardStore(_SQLite(Path(value)), value, clock=clock)
+        return SqlBoardStore(_SQLite(Path(value)), value, clock=clock)
     raise BoardUrlError(
         f"{value}: not a board store; give sqlite:///PATH, a .db path or postgresql://…"
     )

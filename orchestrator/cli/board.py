@@ -18,7 +18,7 @@ from orchestrator.cli._common import CONTEXT_SETTINGS, InputError
 from orchestrator.inert import inert
 
 if TYPE_CHECKING:
-    from orchestrator.board.store import BoardItem, BoardStore
+    from orchestrator.board.store import BoardItem, SqlBoardStore
 
 #: ``board claim`` found nothing to claim.
 EXIT_NOTHING_CLAIMABLE = 4
@@ -29,7 +29,7 @@ _agent = click.option("--agent", required=True, help="The agent (a name) doing t
 
 
 @contextmanager
-def _store(url: str) -> Iterator[BoardStore]:
+def _store(url: str) -> Iterator[SqlBoardStore]:
     from orchestrator.board.store import BoardError
     from orchestrator.board.stores import BoardUrlError, open_store
 
@@ -132,7 +132,7 @@ def claim(url: str, item_id: str | None, agent: str, lease: float, as_json: bool
     return 0
 
 
-def _mover(name: str, doc: str, act: Callable[[BoardStore, str, str], BoardItem]) -> None:
+def _mover(name: str, doc: str, act: Callable[[SqlBoardStore, str, str], BoardItem]) -> None:
     @board_group.command(name=name, context_settings=CONTEXT_SETTINGS, help=doc)
     @_url
     @click.argument("item_id", metavar="ID")
