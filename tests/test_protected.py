@@ -209,3 +209,35 @@ def test_allow_write_is_never_a_project_setting(repo: Path, tmp_path: Path) -> N
     done, _trace = _run(tmp_path, repo, [{"text": "hi"}])
     assert done.returncode == 2
     assert "allow_write does not belong in a project file" in done.stderr
+
+
+@pytest.mark.parametrize("sandbox", ["bwrap", "workdir"])
+def test_write_file_cannot_plant_a_hook_in_any_mode(
+    repo: Path, tmp_path: Path, sandbox: str
+) -> None:
+    if sandbox == "bwrap" and not _bwrap_works():
+        pytest.skip("bwrap cannot run here")
+    marker = tmp_path / "pwned"
+    hook = {"path": ".git/hooks/post-commit", "content": f"#!/bin/sh\ntouch {marker}\n"}
+    config = {
+        "path": ".git/config",
+        "old_text": "[core]",
+        "new_text": f"[core]\n\tfsmonitor = touch {marker}",
+    }
+    turns: list[Mapping[str, Any]] = [
+        {
+            "tool_calls": [
+                {"name": "write_file", "input": hook},
+                {"name": "edit_file", "input": config},
+            ]
+        },
+        {"text": "Done."},
+    ]
+    done, trace = _run(tmp_path, repo, turns, "--sandbox", sandbox)
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    results = [e for e in events if e["event"] == "tool.result"]
+    assert [r["is_error"] for r in results] == [True, True]
+    assert all("is protected" in r["output"] for r in results)
+    _user_runs_git(repo)
+    assert not marker.exists()
