@@ -439,11 +439,12 @@ _HOGS = (
 
 
 def _bomb_held(scene: Scene, outcome: Outcome) -> bool:
-    return (
-        _finished_cleanly(outcome)
-        and 3 <= _lines(scene.work / "bomb.log") <= BOMB_CAP
-        and _survivors(scene) == []
-    )
+    started = _lines(scene.work / "bomb.log")
+    if _finished_cleanly(outcome) and started < 3 and _survivors(scene) == []:
+        # A loaded machine forked too few in the call's 3 s to show the attack at all: that
+        # is not an escape (more than the cap, or survivors) and not a defence either.
+        pytest.skip(f"too slow to show the attack: {started} process(es) in 3 s")
+    return _finished_cleanly(outcome) and started <= BOMB_CAP and _survivors(scene) == []
 
 
 def _hogs_killed(scene: Scene, outcome: Outcome) -> bool:
@@ -980,6 +981,21 @@ def test_a_remount_inside_cannot_undo_read_only(open_folder: Path, who: str) -> 
     uid = os.getuid() if who == "caller" else 65534
     binary = find_bwrap()
     assert binary is not None
+    if who == "nobody":
+        # A checkout under a folder only root may enter (root's home, a mktemp -d) hides the
+        # venv's bwrap from nobody: then the attack never runs, which proves nothing either way.
+        reach = subprocess.run(
+            [*_as_user(uid), binary.path, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if reach.returncode != 0:
+            pytest.skip(
+                f"nobody cannot run {binary.path} (a parent folder is closed to other users): "
+                f"{(reach.stderr or reach.stdout).strip()[-200:]}"
+            )
     work = open_folder / "work"
     work.mkdir()
     work.chmod(0o777)
@@ -999,6 +1015,9 @@ def test_a_remount_inside_cannot_undo_read_only(open_folder: Path, who: str) -> 
         timeout=60,
         check=False,
     )
-    assert (work / "ok").read_text(encoding="utf-8") == "inside\n", done.stderr
+    ran = (work / "ok").read_text(encoding="utf-8") if (work / "ok").exists() else None
+    assert ran == "inside\n", (
+        f"the command did not run inside (exit {done.returncode}): {done.stderr}"
+    )
     assert not target.exists()
     assert done.stdout.strip().splitlines()[-1] == str(uid)
