@@ -362,7 +362,7 @@ class Session:
             plan=self.board,
             log=self._trace.log,
             settings=settings,
-            on_text=self.view.on_text,
+            on_text=_quiet_when_gone(self.view.on_text),
             conversation=self.conversation,
             context=ContextManager(
                 settings.context_window,
@@ -595,6 +595,26 @@ def _new_trace(options: RunOptions, run_id: str) -> Path:
             f"{error}; set ORCHESTRATOR_STATE_DIR to a writable folder, or pass --trace FILE"
         ) from None
     return path
+
+
+def _quiet_when_gone(write: Callable[[str], None]) -> Callable[[str], None]:
+    """The model's streamed text to the console, until the terminal is gone (then nowhere)."""
+    from orchestrator.trace import TERMINAL_GONE
+
+    gone = False
+
+    def on_text(text: str) -> None:
+        nonlocal gone
+        if gone:
+            return
+        try:
+            write(text)
+        except OSError as error:
+            if error.errno not in TERMINAL_GONE:
+                raise
+            gone = True
+
+    return on_text
 
 
 def _snapshot(sandbox: SandboxChoice) -> ProtectedSnapshot:

@@ -161,6 +161,18 @@ class _EventLines:
         return []
 
 
+@contextmanager
+def _terminal_may_be_gone() -> Iterator[None]:
+    """The end of a run's output: a terminal that hung up or a closed pipe is not an error."""
+    from orchestrator.trace import TERMINAL_GONE
+
+    try:
+        yield
+    except OSError as error:
+        if error.errno not in TERMINAL_GONE:
+            raise
+
+
 def _check_line(event: Mapping[str, Any]) -> tuple[str, str]:
     """``✓ done-check make test  2.1 s`` / ``✗ check #3 pytest -q  0.4 s  exit 1``."""
     what = "done-check" if event["event"] == "loop.done_check" else f"check #{event.get('item')}"
@@ -192,7 +204,8 @@ class PlainView:
 
     def __exit__(self, *exc: object) -> None:
         if self._midline:
-            self._write("\n")
+            with _terminal_may_be_gone():
+                self._write("\n")
 
     def paused(self) -> AbstractContextManager[None]:
         if self._midline:
@@ -373,10 +386,11 @@ class LiveView:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._flush_partial()
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
+        live, self._live = self._live, None
+        with _terminal_may_be_gone():
+            self._flush_partial()
+            if live is not None:
+                live.stop()
 
     @contextmanager
     def paused(self) -> Iterator[None]:

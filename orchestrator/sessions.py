@@ -127,6 +127,22 @@ class SessionLock:
         self._handle = None
 
 
+def killed_note(trace: Path) -> str | None:
+    """A line saying the trace's last run never finished (killed), or None when it did."""
+    open_run = False
+    for event in _events(trace):
+        name = event.get("event")
+        if name == "run.started":
+            open_run = True
+        elif name == "run.finished":
+            open_run = False
+    if not open_run:
+        return None
+    if running_pid(trace) is not None:
+        return f"{trace.name}: its run is still going (no run.finished yet)"
+    return f"{trace.name}: its last run has no run.finished: it was killed before it could end"
+
+
 def check_not_running(trace: Path) -> None:
     """Refuse a session another process is running now, naming its pid."""
     pid = running_pid(trace)
@@ -224,6 +240,8 @@ def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
     pid = running_pid(path)
     if pid is not None:
         status = f"running (pid {pid})"
+    elif status == "unfinished" and started:
+        status = "killed"  # no run.finished, and no process holds it: it was cut off
     return SessionSummary(
         path, started, workdir, task, status, rounds, usage, cost, refused, run_id
     )

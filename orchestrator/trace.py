@@ -21,6 +21,7 @@ both).
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import functools
 import json
 import os
@@ -50,6 +51,8 @@ _SECRET_KEYS = re.compile(
 _SECRET_VALUES = re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")
 
 EventSink = Callable[[Mapping[str, Any]], None]
+#: What writing to a terminal that is gone raises: a hung-up tty, a closed pipe.
+TERMINAL_GONE = frozenset({errno.EIO, errno.EPIPE})
 
 _time_ns = time.time_ns
 _write = os.write
@@ -128,14 +131,24 @@ class RedactSecrets:
 
 
 class EventTee:
-    """Hands each finished event to the terminal sinks (the live view, ``--json``)."""
+    """Hands each finished event to the terminal sinks (the live view, ``--json``).
+
+    A sink whose terminal is gone (``EIO`` after a hang-up, ``EPIPE`` when ``| head`` closed
+    the pipe) is dropped quietly: the trace line is written all the same, ``run.finished``
+    included, and the run ends as its signal says.
+    """
 
     def __init__(self, sinks: Iterable[EventSink]) -> None:
-        self._sinks = tuple(sinks)
+        self._sinks = list(sinks)
 
     def __call__(self, _logger: WrappedLogger, _name: str, event: EventDict) -> EventDict:
-        for sink in self._sinks:
-            sink(event)
+        for sink in tuple(self._sinks):
+            try:
+                sink(event)
+            except OSError as error:
+                if error.errno not in TERMINAL_GONE:
+                    raise
+                self._sinks.remove(sink)
         return event
 
 

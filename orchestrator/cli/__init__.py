@@ -109,4 +109,21 @@ def main(argv: Sequence[str] | None = None) -> None:
             _usage_error(f"{error.format_message()}{hint}", argv)
         except (ScriptError, ConfigError) as error:
             _usage_error(str(error), argv)
+    _flush_or_let_go()
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _flush_or_let_go() -> None:
+    """A closed stdout (``| head -1``) is not an error at exit: nothing is left to say there."""
+    import os
+
+    from orchestrator.trace import TERMINAL_GONE
+
+    try:
+        sys.stdout.flush()
+    except OSError as error:
+        if error.errno not in TERMINAL_GONE:
+            raise
+        # Point stdout at /dev/null so the interpreter's own flush at exit stays quiet too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

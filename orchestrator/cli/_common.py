@@ -237,7 +237,18 @@ def how_i_was_called() -> str:
 
 
 def stderr_if(to_stderr: bool) -> Callable[[str], None]:
-    return lambda text: click.echo(text, err=to_stderr)
+    return lambda text: echo_safely(text, err=to_stderr)
+
+
+def echo_safely(text: str, *, err: bool = False) -> None:
+    """``click.echo``, but a terminal that is gone (hung up, a closed pipe) is not an error."""
+    from orchestrator.trace import TERMINAL_GONE
+
+    try:
+        click.echo(text, err=err)
+    except OSError as error:
+        if error.errno not in TERMINAL_GONE:
+            raise
 
 
 def warn(message: str) -> None:
@@ -290,12 +301,12 @@ def run_once(session: Session, task: str | None) -> int:
     stopped = stopped_record()
     result = session.report_for(outcome, stopped.exit_code if stopped else report.EXIT_INTERRUPTED)
     if session.options.output_format == "stream-json":  # the stream ends with the result
-        click.echo(json.dumps({**result.as_json(), "event": "result"}, ensure_ascii=False))
+        echo_safely(json.dumps({**result.as_json(), "event": "result"}, ensure_ascii=False))
     if session.options.output_format == "json":
-        click.echo(json.dumps(result.as_json(), ensure_ascii=False))
+        echo_safely(json.dumps(result.as_json(), ensure_ascii=False))
         for line in result.closing_lines()[1:]:  # stdout is the program's; people read stderr
             if line.startswith("! plan unfinished"):
-                click.echo(line, err=True)
+                echo_safely(line, err=True)
     elif session.closing:
         say = stderr_if(session.options.machine_output)
         for line in result.closing_lines():
@@ -303,5 +314,5 @@ def run_once(session: Session, task: str | None) -> int:
     else:  # the demo prints its own ending; what did not happen is still said
         for line in result.closing_lines()[1:]:
             if line.startswith("!"):
-                click.echo(line, err=True)
+                echo_safely(line, err=True)
     return result.exit_code

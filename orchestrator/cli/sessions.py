@@ -50,13 +50,21 @@ def show(trace: str | None, last: bool, round_number: int | None, full: bool) ->
     """Print what happened in TRACE: the model's text, tool calls and results, plan, reminders."""
     from orchestrator.transcript import TranscriptError, print_transcript
 
+    path = trace_argument(trace, last)
     try:
-        print_transcript(
-            read_trace(trace_argument(trace, last)), round_number=round_number, full=full
-        )
+        print_transcript(read_trace(path), round_number=round_number, full=full)
     except TranscriptError as error:
         raise InputError(str(error)) from None
+    _say_if_killed(path)
     return 0
+
+
+def _say_if_killed(path: Path) -> None:
+    from orchestrator.sessions import killed_note
+
+    note = killed_note(path)
+    if note is not None:
+        click.echo(f"orchestrator: warning: {note}", err=True)
 
 
 @click.command()
@@ -71,6 +79,8 @@ def replay(trace_name: str | None, last: bool, check: bool, as_json: bool) -> in
 
     trace = trace_argument(trace_name, last)
     parsed = read_trace(trace)
+    if not check:  # --check prints nothing but a divergence
+        _say_if_killed(trace)
     replayer = Replay(parsed, timeline=not check)
     try:
         divergence = replayer.check()
