@@ -443,7 +443,10 @@ class Session:
 
     def turn(self, task: str | None) -> RunOutcome:
         """Run one message (None: go on from a resumed conversation) to its end."""
+        first = self._loop is None
         loop = self._open()
+        if first and task is not None and self.resume_from is None:
+            task = self._with_loaded_board(task)
         with self.view:
             outcome = loop.run(task, first_round=self._first_round, rounds_since_update=self._stale)
         self._first_round, self._stale = outcome.rounds, 0
@@ -455,6 +458,22 @@ class Session:
         if outcome.status != "done":
             self.notice(f"orchestrator: run {outcome.status}: {inert(outcome.reason)}")
         return outcome
+
+    def _with_loaded_board(self, task: str) -> str:
+        """The first message, with a board that started full (``--board``) rendered in it.
+
+        The model then knows its plan before its first update, and the user sees it loaded.
+        """
+        if self.board.is_empty or self.options.config.board is None:
+            return task
+        where = (
+            self.board.store.url
+            if isinstance(self.board, SharedBoard)
+            else Path(self.options.config.board).name
+        )
+        count = len(self.board.items)
+        self.notice(f"board: {count} item{'s' if count != 1 else ''} from {inert(where)}")
+        return f"{task}\n\nThe plan so far (loaded from {where}):\n{self.board.render()}"
 
     def _check_protected(self) -> None:
         """Compare the protected paths with the start: a change is a loud warning, exit 3."""

@@ -397,3 +397,40 @@ def test_a_second_live_writer_is_refused_and_loses_nothing(tmp_path: Path) -> No
     release_board(board_path)
     lock_board(board_path)  # once A is done, the next run may take it
     release_board(board_path)
+
+
+def test_a_loaded_board_is_in_the_first_message_and_said_on_the_console(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    board_path = tmp_path / "board.json"
+    save_items(
+        board_path,
+        [
+            {"id": "1", "text": "Read", "status": "completed"},
+            {"id": "2", "text": "Write", "status": "pending"},
+        ],
+    )
+    turns = [{"text": "I see the plan."}]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))}
+    with MessagesServer(parse_script({"name": "loaded", "turns": turns}, source="t")) as server:
+        env.update(
+            ANTHROPIC_API_KEY="sk-ant-test-key-000000",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"),
+        )
+        command = ["run", "Go on", "--workdir", str(tmp_path), "--board", str(board_path)]
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", *command, "--yes", "--settle-plan", "false"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=300,
+        )
+        first = server.requests[0]["messages"][0]["content"][0]["text"]
+    assert done.returncode == 0, done.stderr
+    assert "board: 2 items from board.json" in done.stderr
+    assert first.startswith("Go on\n\nThe plan so far (loaded from board.json):\n")
+    assert "[x] #1: Read\n[ ] #2: Write\n\n(1/2 completed)" in first
