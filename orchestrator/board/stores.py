@@ -37,15 +37,25 @@ class _SQLite:
     def connect(self) -> Any:
         if not self.path.parent.is_dir():
             raise BoardUrlError(f"{self.path}: no such directory {self.path.parent}")
-        try:
-            connection = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
-            )
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.DatabaseError as error:
-            raise BoardUrlError(f"{self.path}: not a board database ({error})") from None
-        return connection
+        deadline = time.monotonic() + BUSY_TIMEOUT
+        while True:
+            connection = None
+            try:
+                connection = sqlite3.connect(
+                    self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+                )
+                connection.execute("PRAGMA journal_mode=WAL")
+                connection.execute("PRAGMA synchronous=NORMAL")
+                return connection
+            except sqlite3.OperationalError as error:
+                # Agents opening a new board at once race on creating its -wal and -shm files.
+                if connection is not None:
+                    connection.close()
+                if time.monotonic() > deadline:
+                    raise BoardUrlError(f"{self.path}: cannot open the board: {error}") from None
+                time.sleep(0.05)
+            except sqlite3.DatabaseError as error:
+                raise BoardUrlError(f"{self.path}: not a board database ({error})") from None
 
     def begin(self, connection: Any) -> None:
         connection.execute("BEGIN IMMEDIATE")
