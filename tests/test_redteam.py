@@ -312,8 +312,12 @@ def _marked_processes(scene: Scene) -> list[int]:
     return found
 
 
-def _survivors(scene: Scene, settle: float = 3.0) -> list[int]:
-    """Marked processes still alive once a SIGKILL has had time to land."""
+def _survivors(scene: Scene, settle: float = 10.0) -> list[int]:
+    """Marked processes still alive once a SIGKILL has had time to land.
+
+    A loaded machine reaps slowly; the wait ends as soon as none is left, so it costs nothing
+    when the sandbox held.
+    """
     deadline = time.monotonic() + settle
     while True:
         alive = [pid for pid in _marked_processes(scene) if not _zombie(pid)]

@@ -45,15 +45,16 @@ def _store(url: str) -> Iterator[SqlBoardStore]:
         store.close()
 
 
-def _line(item: BoardItem) -> str:
+def _line(item: BoardItem, done: frozenset[str] = frozenset()) -> str:
     from orchestrator.plan import Status
 
     marker = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
     notes = []
     if item.owner and item.status in (Status.IN_PROGRESS, Status.COMPLETED):
         notes.append(item.owner)
-    if item.blocked_by:
-        notes.append("blocked by " + ", ".join(f"#{b}" for b in item.blocked_by))
+    waiting = [b for b in item.blocked_by if b not in done]
+    if waiting and item.status == Status.PENDING:
+        notes.append("blocked by " + ", ".join(f"#{b}" for b in waiting))
     shown = f"  ({'; '.join(notes)})" if notes else ""
     return inert(f"{marker[item.status.value]} #{item.id}: {item.text}{shown}")
 
@@ -82,10 +83,10 @@ def show(url: str, as_json: bool) -> int:
     if not items:
         click.echo("No todos.")
         return 0
+    done = frozenset(item.id for item in items if item.status.value == "completed")
     for item in items:
-        click.echo(_line(item))
-    done = sum(item.status.value == "completed" for item in items)
-    click.echo(f"\n({done}/{len(items)} completed)")
+        click.echo(_line(item, done))
+    click.echo(f"\n({len(done)}/{len(items)} completed)")
     return 0
 
 
