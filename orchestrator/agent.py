@@ -947,8 +947,9 @@ class Agent:
         stopped; a finished one needs the next ``instruction``. The run keeps the model and
         settings it was recorded with, and its work directory, unless this agent was given them.
         """
-        from orchestrator.replay import TraceError, read_trace, rebuild
+        from orchestrator.replay import rebuild
         from orchestrator.sessions import check_not_running, check_trace_appendable
+        from orchestrator.trace_file import TraceError, read_trace
 
         path = Path(trace)
         try:

@@ -20,18 +20,25 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from orchestrator.approval import RefusedAction
+from orchestrator.exits import EXIT_DONE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_USAGE
 from orchestrator.pricing import Prices, UsageTotals, cost_of, format_cost, prices_for
 
-EXIT_DONE = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_REFUSED = 3
-EXIT_INTERRUPTED = 130
+if TYPE_CHECKING:
+    from orchestrator.approval import RefusedAction
+
+__all__ = [
+    "EXIT_DONE",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_REFUSED",
+    "EXIT_USAGE",
+    "RunReport",
+    "exit_code",
+]
 
 
 @attrs.frozen

@@ -18,8 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-import attrs
-
 #: Exit codes by signal, as a shell reports a process killed by it (128 + the number).
 EXIT_BY_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 _NAMES = {signal.SIGTERM: "terminated (SIGTERM)", signal.SIGHUP: "hung up (SIGHUP)"}
@@ -33,12 +31,18 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
-@attrs.define
 class _Arrivals:
-    """Stop signals received by this process; mutation is the point (the handlers count)."""
+    """Stop signals received by this process; mutation is the point (the handlers count).
 
-    count: int = 0
-    last: signal.Signals | None = None
+    A plain class, not attrs: every CLI start imports this module, and ``--version`` should not
+    pay for attrs.
+    """
+
+    __slots__ = ("count", "last")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.last: signal.Signals | None = None
 
     def arrived(self, signum: int) -> signal.Signals:
         self.count += 1
@@ -69,11 +73,16 @@ def raise_if_interrupted_since(mark: int) -> None:
     raise KeyboardInterrupt
 
 
-@attrs.define
 class StopRecord:
     """Which stop signal arrived: the loop swallows the interrupt, but the exit code needs it."""
 
-    received: signal.Signals | None = None
+    __slots__ = ("received",)
+
+    def __init__(self, received: signal.Signals | None = None) -> None:
+        self.received = received
+
+    def __repr__(self) -> str:
+        return f"StopRecord(received={self.received!r})"
 
     @property
     def exit_code(self) -> int:

@@ -37,10 +37,8 @@ import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-from orchestrator.tools import looks_secret
-
-#: Bump when a reader of an older format could misread the lines.
-TRACE_FORMAT = 1
+from orchestrator.tools.secrets import looks_secret
+from orchestrator.trace_file import TRACE_FORMAT
 
 REDACTED = "[REDACTED]"
 _SECRET_KEYS = re.compile(

@@ -15,7 +15,7 @@ import click
 
 from orchestrator.inert import inert
 from orchestrator.plan import items_from_dicts, render_items
-from orchestrator.replay import TraceFile
+from orchestrator.trace_file import TraceFile
 
 _CLIP_LINES = 20
 

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from orchestrator.replay import Replay, TraceError, read_trace, rebuild
+from orchestrator.replay import Replay, rebuild
+from orchestrator.trace_file import TraceError, read_trace
 
 CORPUS = Path(__file__).resolve().parent / "data" / "replay_corpus"
 VERDICTS = CORPUS / "verdicts.json"

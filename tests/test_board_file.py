@@ -19,9 +19,10 @@ from orchestrator.board_file import (
 from orchestrator.cli import main
 from orchestrator.config import ConfigError, load_config
 from orchestrator.plan import EdgePolicy, PlanBoard, PlanItem, Status
-from orchestrator.replay import Replay, read_trace
+from orchestrator.replay import Replay
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
+from orchestrator.trace_file import read_trace
 
 PLAN = {
     "items": [

@@ -18,9 +18,10 @@ from typing import Any
 import pexpect
 import pytest
 
-from orchestrator.replay import check_trace, read_trace, rebuild
+from orchestrator.replay import check_trace, rebuild
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
+from orchestrator.trace_file import read_trace
 
 PROMPT = "you> "
 TIMEOUT = 30

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator.cli import cli
+from orchestrator.cli import COMMANDS, cli
 from orchestrator.cli_docs import render_reference
 from orchestrator.config import SETTINGS
 
@@ -19,7 +19,7 @@ def test_docs_cli_md_is_generated_from_the_commands() -> None:
 
 def test_the_reference_names_every_command_flag_variable_and_exit_code() -> None:
     text = render_reference(cli)
-    for name in cli.commands:
+    for name in COMMANDS:
         assert f"## `orchestrator {name}`" in text
     for setting in SETTINGS:
         for variable in setting.env:

@@ -562,7 +562,9 @@ def test_every_flag_an_error_text_names_exists() -> None:
         command = commands.pop()
         known.update(o for p in command.params for o in getattr(p, "opts", ()))
         if isinstance(command, click.Group):
-            commands.extend(command.commands.values())
+            context = click.Context(command)
+            found = (command.get_command(context, name) for name in command.list_commands(context))
+            commands.extend(sub for sub in found if sub is not None)
     package = Path(__file__).resolve().parent.parent / "orchestrator"
     named: dict[str, str] = {}
     for source in package.rglob("*.py"):

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from orchestrator.cli import main
-from orchestrator.replay import Replay, read_trace
+from orchestrator.replay import Replay
 from orchestrator.script import Script, parse_script
 from orchestrator.testing import MessagesServer, check_request
+from orchestrator.trace_file import read_trace
 from tests.conftest import HardeningRecorder
 
 FAULTS: dict[str, dict[str, Any]] = {

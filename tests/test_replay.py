@@ -22,11 +22,12 @@ from orchestrator.conversation import Conversation
 from orchestrator.loop import Loop, LoopMachine, LoopSettings, RunState
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
 from orchestrator.protocols import ModelError
-from orchestrator.replay import Replay, read_trace, rebuild
+from orchestrator.replay import Replay, rebuild
 from orchestrator.script import ScriptedModel, parse_script
 from orchestrator.testing import MessagesServer
 from orchestrator.tools import BashTool, ReadFileTool, ToolRegistry, Workdir, WriteFileTool
-from orchestrator.trace import TRACE_FORMAT, open_trace
+from orchestrator.trace import open_trace
+from orchestrator.trace_file import TRACE_FORMAT, read_trace
 
 TASK = "Summarise notes.txt"
 MODEL = "claude-test"

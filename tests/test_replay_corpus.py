@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.replay import Replay, TraceError, check_trace, read_trace, rebuild
+from orchestrator.replay import Replay, check_trace, rebuild
 from orchestrator.sessions import summarize
+from orchestrator.trace_file import TraceError, read_trace
 from orchestrator.transcript import transcript_lines
 from tests.replay_corpus import VERDICTS, apply, base_lines, verdict_of
 

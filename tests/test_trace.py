@@ -20,12 +20,10 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.replay import read_trace
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
 from orchestrator.trace import (
     REDACTED,
-    TRACE_FORMAT,
     EventTee,
     RedactSecrets,
     TraceRenderer,
@@ -34,6 +32,7 @@ from orchestrator.trace import (
     open_trace,
     secrets_from_environment,
 )
+from orchestrator.trace_file import TRACE_FORMAT, read_trace
 
 PLANTED_KEY = "sk-ant-planted-SECRET-123456"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.replay import read_trace
+from orchestrator.trace_file import read_trace
 from orchestrator.transcript import TranscriptError, transcript_lines
 
 

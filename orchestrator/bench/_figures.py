@@ -513,6 +513,12 @@ def _sandbox(sizes: Sizes, workdir: Path) -> Found:
     return found, {}, notes
 
 
+def _cli_start(sizes: Sizes, workdir: Path) -> Found:
+    from orchestrator.bench._cli_start import cli_start
+
+    return cli_start(5 if sizes.quick else 30)
+
+
 # --- long_run_* -------------------------------------------------------------------------------
 
 
@@ -543,6 +549,7 @@ def _long_run(sizes: Sizes, workdir: Path) -> Found:
 
 
 MEASURES = (
+    _cli_start,
     _overhead,
     _round_cost_growth,
     _live_view,

@@ -55,6 +55,7 @@ TARGETS: tuple[Target, ...] = (
     Target("long_run_peak_over_window", "< 1", lambda _f: 0.999),
     Target("board_claim_vs_floor", "<= 3", lambda _f: 3.0),
     Target("board_lost_updates", "== 0", lambda _f: 0.0),
+    Target("cli_start_vs_python", "<= 6", lambda _f: 6.0),
     Target(
         "update_output_chars_merge",
         "<= update_output_chars_full / 5",
@@ -101,6 +102,8 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("board_claims_per_s_16", "the same, 16 claimer processes"),
     ("board_claim_vs_floor", "a claim cycle / two bare SQLite write transactions, 16 processes"),
     ("board_lost_updates", "items not completed exactly once, or a failed board check"),
+    ("cli_start_vs_python", "orchestrator --version / python -c pass, wall-clock"),
+    ("cli_start_ms", "orchestrator --version, wall-clock ms"),
 )
 
 

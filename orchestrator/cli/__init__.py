@@ -13,22 +13,85 @@ from collections.abc import Sequence
 
 import click
 
-from orchestrator.cli._common import CONTEXT_SETTINGS, USAGE_ERROR, InputError
-from orchestrator.cli.board import board_group
-from orchestrator.cli.chat import chat
-from orchestrator.cli.diagnose import doctor, show_config
-from orchestrator.cli.diagram import diagram
-from orchestrator.cli.mcp import mcp_group
-from orchestrator.cli.run import demo, resume, run
-from orchestrator.cli.sessions import replay, sessions, show
-from orchestrator.config import ConfigError
-from orchestrator.eval.command import eval_group
-from orchestrator.signals import stop_signals_interrupt
+from orchestrator import __version__
+from orchestrator.cli._click import LazyGroup
 
-__all__ = ["InputError", "cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
 
 
-class _Group(click.Group):
+#: Every command: its module, its attribute there, and the summary ``orchestrator -h`` lists.
+#: Each module is imported when its command runs, so ``--version`` and ``-h`` stay fast; a test
+#: holds each summary to the first sentence of its command's docstring.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": (
+        "orchestrator.cli.run",
+        "run",
+        "Run TASK (or - to read it from stdin) until it is done, fails or is interrupted.",
+    ),
+    "resume": (
+        "orchestrator.cli.run",
+        "resume",
+        "Continue the session in TRACE (or --last), with INSTRUCTION as the next message if given.",
+    ),
+    "chat": (
+        "orchestrator.cli.chat",
+        "chat",
+        "Talk to the agent turn by turn; the plan persists across turns.",
+    ),
+    "demo": (
+        "orchestrator.cli.run",
+        "demo",
+        "Run the bundled SCRIPTED scenario offline: real tools in a fresh work directory.",
+    ),
+    "replay": (
+        "orchestrator.cli.sessions",
+        "replay",
+        "Re-drive fresh plan and loop machines from TRACE and check it comes out the same.",
+    ),
+    "diagram": (
+        "orchestrator.cli.diagram",
+        "diagram",
+        "Draw the machines from their live definitions, or one run's path through them.",
+    ),
+    "eval": (
+        "orchestrator.eval.command",
+        "eval_group",
+        "Measure whether the board helps: run a suite under several arms and compare them.",
+    ),
+    "mcp": (
+        "orchestrator.cli.mcp",
+        "mcp_group",
+        "MCP servers: what .mcp.json and [mcp_servers] name, and whether each starts.",
+    ),
+    "board": (
+        "orchestrator.cli.board",
+        "board_group",
+        "A shared board several agents work: show, add, claim, complete, release, log, check.",
+    ),
+    "config": (
+        "orchestrator.cli.diagnose",
+        "show_config",
+        "Print the effective settings, where each comes from, and its variables; secrets masked.",
+    ),
+    "sessions": (
+        "orchestrator.cli.sessions",
+        "sessions",
+        "List recent sessions, newest first: time, status, rounds, cost, workdir, task, trace.",
+    ),
+    "show": (
+        "orchestrator.cli.sessions",
+        "show",
+        "Print what happened in TRACE: the model's text, tool calls and results, plan, reminders.",
+    ),
+    "doctor": (
+        "orchestrator.cli.diagnose",
+        "doctor",
+        "Say which sandbox bash runs in here: the bwrap used, whether it works, and why.",
+    ),
+}
+
+
+class _Group(LazyGroup):
     """Bare ``orchestrator`` prints the help and exits 0 (click 8.2+ would call it an error)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -38,28 +101,14 @@ class _Group(click.Group):
         return super().parse_args(ctx, args)
 
 
-@click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
-@click.version_option(package_name="orchestrator")
+@click.group(
+    cls=_Group,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
+@click.version_option(__version__, prog_name="orchestrator")
 def cli() -> None:
     """Keep a coding agent on course with a guarded todo board and an auditing loop."""
-
-
-for _command in (
-    run,
-    resume,
-    chat,
-    demo,
-    replay,
-    diagram,
-    eval_group,
-    mcp_group,
-    board_group,
-    show_config,
-    sessions,
-    show,
-    doctor,
-):
-    cli.add_command(_command)
 
 
 def _wants_json(argv: Sequence[str] | None) -> bool:
@@ -82,16 +131,18 @@ def _usage_error(reason: str, argv: Sequence[str] | None) -> None:
     """One line on stderr, exit 2; in a JSON mode also one JSON object on stdout for the parser."""
     import json
 
+    from orchestrator.report import EXIT_USAGE
+
     click.echo(f"orchestrator: error: {reason}", err=True)
     if _wants_json(argv):
-        document = {"status": "error", "exit_code": USAGE_ERROR, "reason": reason}
+        document = {"status": "error", "exit_code": EXIT_USAGE, "reason": reason}
         click.echo(json.dumps(document, ensure_ascii=False))
-    sys.exit(USAGE_ERROR)
+    sys.exit(EXIT_USAGE)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI and turn every outcome into an exit code."""
-    from orchestrator.script import ScriptError
+    from orchestrator.signals import stop_signals_interrupt
 
     with stop_signals_interrupt() as stopped:
         try:
@@ -107,21 +158,31 @@ def main(argv: Sequence[str] | None = None) -> None:
             if isinstance(error, click.UsageError) and error.ctx is not None:
                 hint = f" (see: {error.ctx.command_path} --help)"
             _usage_error(f"{error.format_message()}{hint}", argv)
-        except (ScriptError, ConfigError) as error:
+        except Exception as error:
+            if not _is_a_persons_mistake(error):
+                raise
             _usage_error(str(error), argv)
     _flush_or_let_go()
     sys.exit(code if isinstance(code, int) else 0)
 
 
+def _is_a_persons_mistake(error: Exception) -> bool:
+    """A bad setting or script: imported only now, so a fast command never loads them."""
+    from orchestrator.config import ConfigError
+    from orchestrator.script import ScriptError
+
+    return isinstance(error, ScriptError | ConfigError)
+
+
 def _flush_or_let_go() -> None:
     """A closed stdout (``| head -1``) is not an error at exit: nothing is left to say there."""
-    import os
-
-    from orchestrator.trace import TERMINAL_GONE
-
     try:
         sys.stdout.flush()
     except OSError as error:
+        import os
+
+        from orchestrator.trace import TERMINAL_GONE
+
         if error.errno not in TERMINAL_GONE:
             raise
         # Point stdout at /dev/null so the interpreter's own flush at exit stays quiet too.

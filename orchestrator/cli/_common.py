@@ -17,25 +17,18 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from orchestrator import report
+from orchestrator.cli._click import InputError
 from orchestrator.config import SETTINGS, Choice
 from orchestrator.signals import StopRecord
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions, Session
     from orchestrator.protocols import Model
-    from orchestrator.replay import TraceFile
 
 USAGE_ERROR = report.EXIT_USAGE
 OUTPUT_FORMATS = ("text", "json", "stream-json")
-CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"], "show_default": True}
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
-
-
-class InputError(click.ClickException):
-    """A person's mistake: shown as one line, exit code 2."""
-
-    exit_code = USAGE_ERROR
 
 
 def _setting_options() -> list[Decorator]:
@@ -192,37 +185,6 @@ def read_task(task: str | None) -> str:
     if not task.strip():
         raise InputError("the task is empty; say what the agent should do")
     return task.strip()
-
-
-def read_trace(path: Path) -> TraceFile:
-    from orchestrator.replay import TraceError, read_trace
-
-    try:
-        return read_trace(path)
-    except TraceError as error:
-        raise InputError(str(error)) from None
-
-
-def trace_argument(value: str | None, last: bool, workdir: Path | None = None) -> Path:
-    """TRACE as given (a path or a run id), or ``--last``: the newest session of the workdir."""
-    from orchestrator.sessions import latest_trace, trace_named
-
-    if last:
-        if value is not None:
-            raise InputError("give either TRACE or --last, not both")
-        where = (workdir or Path(".")).resolve()
-        newest = latest_trace(where)
-        if newest is None:
-            raise InputError(f"no sessions for {where} yet; see `orchestrator sessions`")
-        return newest
-    if value is None:
-        raise InputError("give a TRACE (a path or a run id), or --last for the newest one here")
-    found = trace_named(value)
-    if found is None:
-        raise InputError(
-            f"{value}: no such trace file or run id; `orchestrator sessions` lists them"
-        )
-    return found
 
 
 def how_i_was_called() -> str:

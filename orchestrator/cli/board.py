@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from orchestrator.cli._common import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._click import CONTEXT_SETTINGS, FullHelpGroup, InputError
 from orchestrator.inert import inert
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def _say_item(item: BoardItem, as_json: bool) -> None:
     click.echo(json.dumps(item.as_dict(), ensure_ascii=False) if as_json else _line(item))
 
 
-@click.group(name="board", context_settings=CONTEXT_SETTINGS)
+@click.group(name="board", cls=FullHelpGroup, context_settings=CONTEXT_SETTINGS)
 def board_group() -> None:
     """A shared board several agents work: show, add, claim, complete, release, log, check."""
 

@@ -7,8 +7,8 @@ from typing import Any
 import click
 
 from orchestrator import report
+from orchestrator.cli._click import CONTEXT_SETTINGS
 from orchestrator.cli._common import (
-    CONTEXT_SETTINGS,
     anthropic_model,
     new_session,
     options_from_flags,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli._common import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

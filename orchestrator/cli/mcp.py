@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from orchestrator.cli._click import CONTEXT_SETTINGS, FullHelpGroup, InputError
 from orchestrator.config import ConfigError, load_config, user_config_path
 from orchestrator.inert import inert
 from orchestrator.tools.mcp import ServerStatus, check_servers
@@ -26,16 +27,12 @@ _HOW = {
 }
 
 
-class _InputError(click.ClickException):
-    exit_code = 2
-
-
-@click.group(name="mcp", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="mcp", cls=FullHelpGroup, context_settings=CONTEXT_SETTINGS)
 def mcp_group() -> None:
     """MCP servers: what .mcp.json and [mcp_servers] name, and whether each starts."""
 
 
-@mcp_group.command(name="list", context_settings={"help_option_names": ["-h", "--help"]})
+@mcp_group.command(name="list", context_settings=CONTEXT_SETTINGS)
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -50,7 +47,7 @@ def list_servers(workdir: Path, trust: bool) -> int:
         trusted = trust or TrustStore(trust_file()).trusts(workdir)
         servers = load_servers(workdir, user_config_path(), trusted=trusted)
     except (ConfigError, McpConfigError, TrustError) as error:
-        raise _InputError(str(error)) from None
+        raise InputError(str(error)) from None
     if not servers:
         click.echo(
             "no MCP servers configured (.mcp.json, or [mcp_servers.NAME] in orchestrator.toml "

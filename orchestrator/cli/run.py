@@ -15,22 +15,20 @@ import attrs
 import click
 
 from orchestrator import report
+from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
 from orchestrator.cli._common import (
-    CONTEXT_SETTINGS,
-    InputError,
     anthropic_model,
     how_i_was_called,
     new_session,
     options_from_flags,
     read_task,
-    read_trace,
     run_once,
     run_options,
     shared_options,
     stderr_if,
-    trace_argument,
     warn,
 )
+from orchestrator.cli.sessions import read_trace, trace_argument
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions
@@ -85,8 +83,9 @@ def resume(trace_name: str | None, instruction: str | None, last: bool, **kwargs
     """
     from orchestrator.board_file import BoardFileError, keep_file, lock_board
     from orchestrator.plan import PlanBoard
-    from orchestrator.replay import TraceError, rebuild
+    from orchestrator.replay import rebuild
     from orchestrator.sessions import SessionError, check_not_running, check_trace_appendable
+    from orchestrator.trace_file import TraceError
 
     if last and trace_name is not None and instruction is None:
         instruction, trace_name = trace_name, None  # resume --last "next instruction"

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from orchestrator.cli._common import CONTEXT_SETTINGS, InputError, read_trace, trace_argument
+from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+
+if TYPE_CHECKING:
+    from orchestrator.trace_file import TraceFile
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -75,7 +79,8 @@ def _say_if_killed(path: Path) -> None:
 def replay(trace_name: str | None, last: bool, check: bool, as_json: bool) -> int:
     """Re-drive fresh plan and loop machines from TRACE and check it comes out the same."""
     from orchestrator.console import print_timeline
-    from orchestrator.replay import Replay, TraceError
+    from orchestrator.replay import Replay
+    from orchestrator.trace_file import TraceError
 
     trace = trace_argument(trace_name, last)
     parsed = read_trace(trace)
@@ -109,3 +114,34 @@ def replay(trace_name: str | None, last: bool, check: bool, as_json: bool) -> in
     if divergence is not None:
         click.echo(f"orchestrator: replay diverged at {divergence}", err=True)
     return 0 if divergence is None else 1
+
+
+def read_trace(path: Path) -> TraceFile:
+    from orchestrator.trace_file import TraceError, read_trace
+
+    try:
+        return read_trace(path)
+    except TraceError as error:
+        raise InputError(str(error)) from None
+
+
+def trace_argument(value: str | None, last: bool, workdir: Path | None = None) -> Path:
+    """TRACE as given (a path or a run id), or ``--last``: the newest session of the workdir."""
+    from orchestrator.sessions import latest_trace, trace_named
+
+    if last:
+        if value is not None:
+            raise InputError("give either TRACE or --last, not both")
+        where = (workdir or Path(".")).resolve()
+        newest = latest_trace(where)
+        if newest is None:
+            raise InputError(f"no sessions for {where} yet; see `orchestrator sessions`")
+        return newest
+    if value is None:
+        raise InputError("give a TRACE (a path or a run id), or --last for the newest one here")
+    found = trace_named(value)
+    if found is None:
+        raise InputError(
+            f"{value}: no such trace file or run id; `orchestrator sessions` lists them"
+        )
+    return found

@@ -28,6 +28,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from orchestrator.cli._click import CONTEXT_SETTINGS, FullHelpGroup, InputError
 from orchestrator.config import ConfigError, load_config
 from orchestrator.eval.arms import DEFAULT_ARMS, ArmError, parse_arms
 from orchestrator.eval.driver import plan_runs, run_eval
@@ -49,13 +50,7 @@ MAX_JOBS = 256
 _REPORT_WIDTH = 150
 
 
-class EvalInputError(click.ClickException):
-    """A person's mistake in an eval command: one line on stderr, exit code 2."""
-
-    exit_code = 2
-
-
-class _EvalGroup(click.Group):
+class _EvalGroup(FullHelpGroup):
     """Routes ``eval ARGS`` to ``eval run ARGS`` unless ARGS starts with a subcommand's name."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
@@ -78,7 +73,7 @@ def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float
     return value
 
 
-@click.group(name="eval", cls=_EvalGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="eval", cls=_EvalGroup, context_settings=CONTEXT_SETTINGS)
 def eval_group() -> None:
     """Measure whether the board helps: run a suite under several arms and compare them.
 
@@ -142,7 +137,7 @@ def run_command(
         if config.sandbox == "bwrap":
             choose_sandbox("bwrap", SandboxPolicy(Path.cwd()))
     except (ArmError, ConfigError, TrustError, SandboxUnavailable) as error:
-        raise EvalInputError(str(error)) from None
+        raise InputError(str(error)) from None
     choice = _model_choice(config.values, scripted, scripted_model, loaded)
     limits = Limits(
         max_rounds=max_rounds,
@@ -175,7 +170,7 @@ def run_command(
         held = store.manifest()
         store.open_for_runs(manifest)
     except StoreError as error:
-        raise EvalInputError(str(error)) from None
+        raise InputError(str(error)) from None
     # Held until the eval ends, so a second eval into DIR is refused, not run alongside.
     with contextlib.closing(store):
         specs = plan_runs(
@@ -257,7 +252,7 @@ def report_command(out: Path, json_output: bool) -> int:
     """Report on the results in OUT: success rates with intervals, tokens, cost, and a plot."""
     store = ResultsStore(out)
     if not store.results.is_file():
-        raise EvalInputError(f"{out}: no {store.results.name}; run `orchestrator eval --out {out}`")
+        raise InputError(f"{out}: no {store.results.name}; run `orchestrator eval --out {out}`")
     _report(out, store, json_output=json_output)
     return 0
 
@@ -267,14 +262,14 @@ def _report(out: Path, store: ResultsStore, *, json_output: bool) -> None:
         rows = store.rows()
         manifest = store.manifest() or {}
     except StoreError as error:
-        raise EvalInputError(str(error)) from None
+        raise InputError(str(error)) from None
     summary = summarise(rows, manifest.get("arms", []))
     plot = out / PLOT_FILE
     if rows:
         try:
             write_plot(summary, plot)
         except OSError as error:
-            raise EvalInputError(f"cannot write {plot}: {error.strerror or error}") from None
+            raise InputError(f"cannot write {plot}: {error.strerror or error}") from None
     if json_output:
         click.echo(json.dumps({**summary, "plot": str(plot) if rows else None}, indent=2))
         return
@@ -291,7 +286,7 @@ def _load_suite(path: Path | None, tasks: tuple[str, ...]) -> Suite:
         suite = load_suite(path if path is not None else bundled_suite_path())
         return suite.select(tasks) if tasks else suite
     except SuiteError as error:
-        raise EvalInputError(str(error)) from None
+        raise InputError(str(error)) from None
 
 
 def _model_choice(
@@ -300,12 +295,12 @@ def _model_choice(
     if scripted:
         bare = next((task.name for task in suite.tasks if not task.steps), None)
         if bare is not None:
-            raise EvalInputError(
+            raise InputError(
                 f"{suite.source}: task {bare!r} has no [[tasks.steps]], which --scripted plays"
             )
         return ModelChoice(kind, f"scripted:{kind}")
     if not config.get("api_key"):
-        raise EvalInputError(
+        raise InputError(
             "ANTHROPIC_API_KEY is not set; export it (ANTHROPIC_BASE_URL points the client at "
             "any Messages-API endpoint), or pass --scripted to run offline with scripted models"
         )
@@ -327,7 +322,7 @@ def _pricing(text: str | None) -> Pricing:
     except ValueError:
         values = []
     if len(values) != 4 or not all(math.isfinite(value) and value >= 0 for value in values):
-        raise EvalInputError(
+        raise InputError(
             f"--prices must be four numbers IN,OUT,CACHE_READ,CACHE_WRITE (US dollars per "
             f"million tokens), got {text!r}"
         )

@@ -2,18 +2,23 @@
 
 Every tool is confined to one work directory (:mod:`orchestrator.tools.workdir`); bash runs
 under the sandbox policy (:mod:`orchestrator.tools.sandbox`). The names other modules use are
-importable from here.
+importable from here; each is imported on first use, so a command that needs only the sandbox
+probe (``config``, ``doctor``) or a helper module does not load bash and the file tools.
 """
 
 from __future__ import annotations
 
-from orchestrator.protocols import Tool
-from orchestrator.tools.bash import BashTool
-from orchestrator.tools.files import EditFileTool, ReadFileTool, WriteFileTool
-from orchestrator.tools.registry import SIDE_EFFECT_TOOLS, ToolRegistry
-from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
-from orchestrator.tools.secrets import looks_secret, scrub_environment
-from orchestrator.tools.workdir import Workdir
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orchestrator.protocols import Tool
+    from orchestrator.tools.bash import BashTool
+    from orchestrator.tools.files import EditFileTool, ReadFileTool, WriteFileTool
+    from orchestrator.tools.registry import SIDE_EFFECT_TOOLS, ToolRegistry
+    from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
+    from orchestrator.tools.secrets import looks_secret, scrub_environment
+    from orchestrator.tools.workdir import Workdir
 
 __all__ = [
     "SIDE_EFFECT_TOOLS",
@@ -30,6 +35,29 @@ __all__ = [
     "standard_tools",
 ]
 
+_HOMES = {
+    "BashTool": "bash",
+    "EditFileTool": "files",
+    "ReadFileTool": "files",
+    "WriteFileTool": "files",
+    "SIDE_EFFECT_TOOLS": "registry",
+    "ToolRegistry": "registry",
+    "Sandbox": "sandbox",
+    "SandboxPolicy": "sandbox",
+    "looks_secret": "secrets",
+    "scrub_environment": "secrets",
+    "Workdir": "workdir",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'orchestrator.tools' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"orchestrator.tools.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 def standard_tools(
     workdir: Workdir, *, bash: bool = True, sandbox: Sandbox | None = None
@@ -39,6 +67,9 @@ def standard_tools(
     ``sandbox`` is where bash runs; by default the ``workdir`` mode (``none`` when ``workdir``
     is unconfined).
     """
+    from orchestrator.tools.bash import BashTool
+    from orchestrator.tools.files import EditFileTool, ReadFileTool, WriteFileTool
+
     tools: list[Tool] = [ReadFileTool(workdir), WriteFileTool(workdir), EditFileTool(workdir)]
     if not bash:
         return tools

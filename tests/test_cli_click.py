@@ -1,0 +1,96 @@
+"""The command groups: whole summaries in every listing, and commands loaded only when run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from orchestrator.cli import COMMANDS, cli
+
+#: What the fast commands must not load: the SDK, the loop, bash and the logger.
+HEAVY = ("anthropic", "orchestrator.loop", "orchestrator.tools.bash", "structlog", "rich")
+
+
+def test_every_listed_command_loads_and_its_summary_is_its_first_sentence() -> None:
+    context = click.Context(cli)
+    for name, (_, _, summary) in COMMANDS.items():
+        command = cli.get_command(context, name)
+        assert isinstance(command, click.Command), name
+        assert command.get_short_help_str(10_000) == summary, (
+            f"COMMANDS[{name!r}] has drifted from the first sentence of its docstring"
+        )
+    assert sorted(COMMANDS) == cli.list_commands(context)
+
+
+@pytest.mark.parametrize("args", [["-h"], ["board", "-h"], ["eval", "-h"], ["mcp", "-h"]])
+def test_no_listing_cuts_a_summary_short(args: list[str]) -> None:
+    done = CliRunner().invoke(cli, args, terminal_width=80)
+    assert done.exit_code == 0, done.output
+    listing = done.output.split("Commands:", 1)[1]
+    assert "..." not in listing
+    assert listing.strip(), "no commands listed"
+
+
+def test_the_top_listing_names_every_command_with_its_whole_summary() -> None:
+    done = CliRunner().invoke(cli, ["-h"], terminal_width=200)
+    for name, (_, _, summary) in COMMANDS.items():
+        assert f"  {name} " in done.output
+        assert summary in done.output
+
+
+def _loaded_after(args: list[str], tmp_path: Path) -> list[str]:
+    """The heavy modules a real ``orchestrator ARGS`` process had imported when it exited."""
+    probe = textwrap.dedent(
+        f"""
+        import atexit, sys
+        atexit.register(lambda: sys.__stderr__.write(
+            "LOADED " + ",".join(m for m in {HEAVY!r} if m in sys.modules) + "\\n"))
+        from orchestrator.cli import main
+        main(sys.argv[1:])
+        """
+    )
+    env = {**os.environ, "ORCHESTRATOR_STATE_DIR": str(tmp_path / "state")}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    line = next(x for x in done.stderr.splitlines() if x.startswith("LOADED "))
+    return [name for name in line.removeprefix("LOADED ").split(",") if name]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--version"],
+        ["-h"],
+        ["run", "-h"],
+        ["config"],
+        ["sessions"],
+        ["show", "--last"],
+        ["board", "show", "board.db"],
+        ["board", "-h"],
+    ],
+)
+def test_commands_that_run_nothing_do_not_load_the_sdk_or_the_loop(
+    args: list[str], tmp_path: Path
+) -> None:
+    assert _loaded_after(args, tmp_path) == []
+
+
+def test_a_run_does_load_them(tmp_path: Path) -> None:
+    # The probe must see a module that is loaded, or the test above proves nothing.
+    loaded = _loaded_after(["demo", "--quiet", "--workdir", str(tmp_path / "demo")], tmp_path)
+    assert "orchestrator.loop" in loaded
+    assert "structlog" in loaded
