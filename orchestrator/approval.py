@@ -9,10 +9,10 @@ refusal is kept, so the run's closing line, its JSON result and its exit code co
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import click
 from orchestrator.guard import describe_arguments
 from orchestrator.inert import inert
 from orchestrator.protocols import Refusal
+from orchestrator.tools.files import unified_diff
 
 APPROVAL_MODES = ("ask", "edits", "auto", "deny")
 EDIT_TOOLS = frozenset({"write_file", "edit_file"})
@@ -222,20 +223,17 @@ def _current_text(workdir: Path, path: str) -> str | None:
 
 
 def _diff(path: str, old: str, new: str) -> list[tuple[str, str]]:
-    lines = difflib.unified_diff(
-        old.splitlines(), new.splitlines(), f"a/{path}", f"b/{path}", lineterm=""
-    )
-    shown: list[tuple[str, str]] = []
-    for line in lines:
-        colour = ""
-        if line.startswith("+") and not line.startswith("+++"):
-            colour = "green"
-        elif line.startswith("-") and not line.startswith("---"):
-            colour = "red"
-        elif line.startswith("@@"):
-            colour = "cyan"
-        shown.append((line, colour))
+    shown = [(line, diff_colour(line)) for line in unified_diff(path, old, new).splitlines()]
     return shown or [(f"{path}: no change", "yellow")]
+
+
+def diff_colour(line: str) -> str:
+    """The colour a line of a unified diff is shown in."""
+    if line.startswith("+") and not line.startswith("+++"):
+        return "green"
+    if line.startswith("-") and not line.startswith("---"):
+        return "red"
+    return "cyan" if line.startswith("@@") else ""
 
 
 def _styled(line: str, colour: str) -> str:
@@ -273,20 +271,41 @@ def _ask(tool: str, arguments: Mapping[str, Any], workdir: Path) -> Answer:
     for line, colour in preview(tool, arguments, workdir):
         click.echo(_styled(inert(line), colour))
     scope = session_choice(tool, arguments)
+    _drop_typed_ahead()  # before the question shows: a key sent after seeing it must count
+    click.echo(f"allow? [y]es, [a]lways ({scope}) this session, [n]o: ", nl=False)
     while True:
-        reply = click.prompt(
-            f"allow? [y]es, [a]lways ({scope}) this session, [n]o",
-            default="n",
-            show_default=False,
-        )
-        reply = reply.strip().lower()
-        if reply in ("y", "yes"):
-            return Answer(allow=True)
-        if reply in ("a", "always"):
-            return Answer(allow=True, for_session=True)
-        if reply in ("n", "no", ""):
-            feedback = click.prompt(
-                "tell the model why (Enter to skip)", default="", show_default=False
-            )
-            return Answer(allow=False, feedback=feedback.strip())
-        click.echo("answer y, a or n")
+        key = _one_key().lower()
+        if key in _KEYS:
+            break
+        if key.strip():
+            click.echo("\nanswer y, a or n: ", nl=False)
+    click.echo(_KEYS[key])
+    if key == "y":
+        return Answer(allow=True)
+    if key == "a":
+        return Answer(allow=True, for_session=True)
+    _drop_typed_ahead()
+    feedback = click.prompt("tell the model why (Enter to skip)", default="", show_default=False)
+    return Answer(allow=False, feedback=feedback.strip())
+
+
+#: The keys the approval question takes, and the word echoed for each.
+_KEYS = {"y": "yes", "a": "always", "n": "no"}
+
+
+def _one_key() -> str:
+    """One key press, without Enter; Ctrl-D ends the run as Ctrl-C does (``EOFError``)."""
+    try:
+        return click.getchar()
+    except EOFError:
+        raise KeyboardInterrupt from None
+
+
+def _drop_typed_ahead() -> None:
+    """Forget what was typed before now: a stray key must not answer a question not yet read."""
+    try:
+        import termios
+
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (ImportError, OSError, ValueError, AttributeError):
+        pass  # not a terminal: nothing is typed ahead there

@@ -28,9 +28,11 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from orchestrator.approval import diff_colour
 from orchestrator.guard import describe_arguments
 from orchestrator.inert import inert
 from orchestrator.plan import PlanItem, Status, item_annotations, items_from_dicts, render_items
+from orchestrator.transcript import format_duration, tool_verdict
 
 if TYPE_CHECKING:
     from orchestrator.replay import RoundSummary
@@ -69,6 +71,8 @@ def choose_view(
 #: Lines of a tool's output shown under its result line: (head, tail), and with --verbose.
 PREVIEW_LINES = (3, 2)
 VERBOSE_PREVIEW_LINES = (40, 20)
+#: A diff's first lines shown under a write or an edit: its headers take three.
+DIFF_PREVIEW_HEAD = 12
 #: Tools whose output the view already shows another way (the plan panel).
 _NO_PREVIEW = frozenset({"todo"})
 
@@ -95,6 +99,7 @@ class _EventLines:
     def __init__(self, *, verbose: bool = False) -> None:
         self._calls: dict[str, Mapping[str, Any]] = {}
         self._head, self._tail = VERBOSE_PREVIEW_LINES if verbose else PREVIEW_LINES
+        self._diff_head = max(self._head, DIFF_PREVIEW_HEAD)
 
     def lines(self, event: Mapping[str, Any]) -> list[tuple[str, str]]:
         name = event.get("event")
@@ -104,12 +109,16 @@ class _EventLines:
         if name == "tool.result":
             call = self._calls.pop(str(event["id"]), {})
             args = describe_arguments(call.get("input", {}))
-            ok = not event["is_error"]
-            head = (
-                f"{'✓' if ok else '✗'} {event['name']} {args}  "
-                f"{event['duration_ms']:.0f} ms  {'ok' if ok else 'error'}"
-            )
+            ok, verdict = tool_verdict(event)
+            duration = format_duration(event["duration_ms"])
+            head = f"{'✓' if ok else '✗'} {event['name']} {args}  {duration}  {verdict}"
             out = [(head, "green" if ok else "red")]
+            if event.get("diff"):
+                # Every change a file tool made is shown, so an edit nobody was asked about
+                # (--approval edits or auto) is still seen.
+                diff = output_preview(str(event["diff"]), head=self._diff_head, tail=self._tail)
+                out.extend(("    " + line, diff_colour(line) or "dim") for line in diff)
+                return out
             if event["name"] in _NO_PREVIEW:
                 first_line = next(iter(str(event["output"]).splitlines()), "")
                 if not ok and first_line:

@@ -29,6 +29,7 @@ from orchestrator.protocols import (
     ModelTurn,
     Plan,
     PlanRecord,
+    ToolResult,
     Tools,
 )
 
@@ -623,11 +624,16 @@ class Loop:
             self.log.info(
                 "guard.blocked", round=run.round, id=tool_id, name=name, rule=verdict.rule
             )
-            text, is_error = verdict.message, True
+            result = ToolResult(verdict.message, is_error=True)
+            text = result.text
         else:
             result = self.tools.dispatch(name, arguments)
             text = result.text + self.guard.record(name, arguments, result.is_error)
-            is_error = result.is_error
+        is_error = result.is_error
+        seconds = result.duration_s
+        extra: dict[str, Any] = {} if result.exit_code is None else {"exit_code": result.exit_code}
+        if result.diff:
+            extra["diff"] = result.diff
         self.log.info(
             "tool.result",
             round=run.round,
@@ -635,7 +641,10 @@ class Loop:
             name=name,
             is_error=is_error,
             output=text,
-            duration_ms=round((time.perf_counter() - started) * 1000, 3),
+            duration_ms=round(
+                (time.perf_counter() - started if seconds is None else seconds) * 1000, 3
+            ),
+            **extra,
         )
         return {
             "type": "tool_result",

@@ -93,10 +93,19 @@ class Model(Protocol):
 
 @attrs.frozen
 class ToolResult:
-    """What a tool hands back to the model: the text of a ``tool_result`` block."""
+    """What a tool hands back to the model: the text of a ``tool_result`` block.
+
+    The other fields are for the person and the trace, never sent to the model: the command's
+    ``exit_code`` (bash), the seconds the tool itself ran (``duration_s``, set by the registry,
+    so time spent at an approval prompt is not counted), and a unified ``diff`` of what a file
+    tool changed. Two results are equal when the model would see the same thing.
+    """
 
     text: str
     is_error: bool = False
+    exit_code: int | None = attrs.field(default=None, eq=False)
+    duration_s: float | None = attrs.field(default=None, eq=False)
+    diff: str = attrs.field(default="", eq=False)
 
 
 @attrs.frozen

@@ -82,9 +82,11 @@ def _event_lines(event: Mapping[str, Any], *, full: bool) -> Iterator[str]:
         yield f"→ {event.get('name')} [{event.get('id')}]"
         yield from _clipped(arguments, full=full, prefix="    ")
     elif name == "tool.result":
-        verdict = "error" if event.get("is_error") else "ok"
-        yield f"← {event.get('name')} {verdict} ({event.get('duration_ms', 0):.0f} ms)"
+        _, verdict = tool_verdict(event)
+        yield f"← {event.get('name')} {verdict} ({format_duration(event.get('duration_ms', 0))})"
         yield from _clipped(str(event.get("output", "")), full=full, prefix="    │ ")
+        if event.get("diff"):
+            yield from _clipped(str(event["diff"]), full=full, prefix="    ± ")
     elif name == "plan.updated":
         yield f"plan updated (revision {event.get('revision')}):"
         plan = render_items(items_from_dicts(event.get("items") or []))
@@ -101,6 +103,24 @@ def _event_lines(event: Mapping[str, Any], *, full: bool) -> Iterator[str]:
     elif name == "run.finished":
         reason = f": {event['reason']}" if event.get("reason") else ""
         yield f"══ run {event.get('status')} after {event.get('rounds')} rounds{reason}"
+
+
+def tool_verdict(event: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether a ``tool.result`` went well, and the word for it: ``ok``, ``exit N``, ``error``.
+
+    A command that exits non-zero is not an error to the model (its output says why), but it
+    is not a success a person should see ticked either.
+    """
+    code = event.get("exit_code")
+    if isinstance(code, int) and code != 0:
+        return False, f"exit {code}"
+    return (False, "error") if event.get("is_error") else (True, "ok")
+
+
+def format_duration(milliseconds: object) -> str:
+    """``46 ms`` under a second, ``20.1 s`` past it."""
+    value = float(milliseconds) if isinstance(milliseconds, int | float) else 0.0
+    return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.1f} s"
 
 
 def _indented(head: str, text: str) -> Iterator[str]:

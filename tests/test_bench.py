@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 
-from orchestrator.bench import _figures
+from orchestrator.bench import _cli_start, _figures
 from orchestrator.bench._figures import QUICK, Sizes
 from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._timing import Found
@@ -61,8 +61,10 @@ TARGETED = {
     "long_run_peak_over_window",
     "board_claim_vs_floor",
     "board_lost_updates",
+    "cli_start_vs_python",
 }
 FIGURES = TARGETED | {
+    "cli_start_ms",
     "board_claims_per_s_1",
     "board_claims_per_s_4",
     "board_claims_per_s_16",
@@ -361,9 +363,16 @@ def _hoarding_replay(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
+def _eager_cli_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The start as it was: the SDK and the loop imported before the command is even read.
+    eager = "import anthropic, orchestrator.loop; from orchestrator.cli import main; main()"
+    monkeypatch.setattr(_cli_start, "cli_command", lambda: [sys.executable, "-c", eager])
+
+
 @pytest.mark.parametrize(
     ("measure", "figure", "slow_down", "factor"),
     [
+        pytest.param(_figures._cli_start, "cli_start_vs_python", _eager_cli_start, 2, id="start"),
         pytest.param(_figures._overhead, "harness_vs_sdk_call", _slow_loop_step, 2, id="sdk"),
         pytest.param(
             _figures._round_cost_growth,

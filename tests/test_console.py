@@ -625,3 +625,53 @@ def test_the_live_region_shows_what_is_awaited_under_the_plan() -> None:
     with console.capture() as capture:
         console.print(view._renderable())
     assert "waiting for the model… 0 s" in ANY_ESCAPE.sub("", capture.get())
+
+
+def _call_and_result(name: str, arguments: dict[str, Any], **result: Any) -> list[dict[str, Any]]:
+    call = {"event": "tool.call", "round": 1, "id": "t9", "name": name, "input": arguments}
+    done = {"event": "tool.result", "round": 1, "id": "t9", "name": name, "is_error": False}
+    return [call, {**done, "output": "", "duration_ms": 46.0, **result}]
+
+
+def test_a_command_that_exits_non_zero_is_a_cross_with_its_exit_code() -> None:
+    stream = io.StringIO()
+    view = PlainView(stream)
+    for event in _call_and_result("bash", {"command": "echo oops; exit 3"}, exit_code=3):
+        view(event)
+    assert stream.getvalue().splitlines()[0] == "✗ bash echo oops; exit 3  46 ms  exit 3"
+    stream = io.StringIO()
+    view = PlainView(stream)
+    for event in _call_and_result("bash", {"command": "true"}, exit_code=0):
+        view(event)
+    assert stream.getvalue().splitlines()[0] == "✓ bash true  46 ms  ok"
+
+
+def test_a_duration_past_a_second_is_in_seconds() -> None:
+    stream = io.StringIO()
+    view = PlainView(stream)
+    for event in _call_and_result("bash", {"command": "make"}, duration_ms=20111.4, exit_code=0):
+        view(event)
+    assert stream.getvalue().splitlines()[0] == "✓ bash make  20.1 s  ok"
+
+
+def test_a_file_change_shows_its_diff_under_the_tool_line() -> None:
+    diff = "--- a/greet.py\n+++ b/greet.py\n@@ -1 +1 @@\n-print('hi')\n+print('hey')"
+    stream = io.StringIO()
+    view = PlainView(stream)
+    arguments = {"path": "greet.py", "old_text": "hi", "new_text": "hey"}
+    for event in _call_and_result("edit_file", arguments, output="Edited greet.py", diff=diff):
+        view(event)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "✓ edit_file greet.py  46 ms  ok"
+    assert "    -print('hi')" in lines
+    assert "    +print('hey')" in lines
+
+
+def test_a_diff_with_escape_codes_reaches_the_terminal_inert() -> None:
+    diff = "--- a/x\n+++ b/x\n@@ -0,0 +1 @@\n+\x1b]0;pwned\x07\x1b[2J"
+    stream = io.StringIO()
+    view = PlainView(stream)
+    for event in _call_and_result("write_file", {"path": "x", "content": "..."}, diff=diff):
+        view(event)
+    assert "\x1b" not in stream.getvalue()
+    assert "\x07" not in stream.getvalue()

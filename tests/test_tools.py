@@ -959,3 +959,44 @@ def test_a_missing_path_names_only_a_listing_tool_the_model_has(
         assert result.is_error and result.text.startswith("Error:")
         assert hint in result.text and not_named not in result.text
     assert "sub" in folder.text.split("list it with", 1)[1]
+
+
+# --- what the person sees beside the result ----------------------------------------------------
+
+
+def test_bash_gives_its_exit_code_beside_the_text(registry: ToolRegistry) -> None:
+    assert registry.dispatch("bash", {"command": "exit 3"}).exit_code == 3
+    assert registry.dispatch("bash", {"command": "true"}).exit_code == 0
+    assert registry.dispatch("bash", {"command": "kill -TERM $$"}).exit_code == 128 + 15
+    timed_out = registry.dispatch("bash", {"command": "sleep 30", "timeout": 1})
+    assert (timed_out.is_error, timed_out.exit_code) == (True, 124)
+
+
+def test_file_tools_give_a_diff_of_what_they_changed(registry: ToolRegistry, root: Path) -> None:
+    created = registry.dispatch("write_file", {"path": "g.py", "content": "a\nb\n"})
+    assert created.diff.splitlines()[:2] == ["--- /dev/null", "+++ b/g.py"]
+    assert "+a" in created.diff.splitlines()
+    edited = registry.dispatch("edit_file", {"path": "g.py", "old_text": "b", "new_text": "c"})
+    assert {"-b", "+c"} <= set(edited.diff.splitlines())
+    rewritten = registry.dispatch("write_file", {"path": "g.py", "content": "a\nc\nd\n"})
+    assert "+d" in rewritten.diff.splitlines()
+    assert "-a" not in rewritten.diff.splitlines()
+    assert registry.dispatch("read_file", {"path": "g.py"}).diff == ""
+
+
+def test_a_diff_is_redacted_like_the_text(workdir: Workdir, root: Path) -> None:
+    registry = _registry(workdir, secrets=("s3cret-value-123",))
+    result = registry.dispatch("write_file", {"path": "k", "content": "key=s3cret-value-123\n"})
+    assert "s3cret-value-123" not in result.diff
+    assert "[REDACTED]" in result.diff
+
+
+def test_the_duration_is_the_tools_own_not_the_approval_prompts(workdir: Workdir) -> None:
+    def slow_person(tool: str, arguments: Mapping[str, Any]) -> bool:
+        time.sleep(1.5)  # a person reading the prompt
+        return True
+
+    registry = _registry(workdir, approver=slow_person)
+    result = registry.dispatch("write_file", {"path": "f", "content": "x"})
+    assert result.duration_s is not None
+    assert result.duration_s < 1.5

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import sys
 from pathlib import Path
@@ -41,7 +43,8 @@ def test_a_round_shows_text_calls_results_plan_changes_and_reminders(demo_trace:
     assert lines[1].startswith("assistant: The harness reminds me that my plan is stale.")
     assert "→ todo [toolu_05_0]" in lines
     assert any(line.startswith("plan rejected: Only one task can be in_progress") for line in lines)
-    assert "← todo error (0 ms)" in [line.replace("1 ms", "0 ms") for line in lines]
+    # However long it took on this machine: a duration is never part of what is checked.
+    assert any(re.fullmatch(r"← todo error \(\d+ ms\)", line) for line in lines)
     assert lines[-1].startswith("⚑ reminder: the plan had not changed for 4 rounds")
     assert not any("round 6" in line for line in lines)
 

@@ -156,8 +156,7 @@ class BashTool:
         if finish.timed_out:
             returncode = 124
             text = with_note(text, f"[timed out after {timeout:g}s; killed]")
-        code = 1 if returncode is None else (128 - returncode if returncode < 0 else returncode)
-        return CheckResult(command, code, text, time.perf_counter() - started)
+        return CheckResult(command, _shell_code(returncode), text, time.perf_counter() - started)
 
     def _contained(self, command: str, timeout: float) -> tuple[_Finish, _CappedText, int | None]:
         argv, env = self.sandbox.command(command, os.environ)
@@ -245,13 +244,14 @@ class BashTool:
     ) -> ToolResult:
         text = output.render()
         if finish.timed_out:
-            return error_result(
+            timed_out = error_result(
                 f"Error: command timed out after {timeout:g}s; it and every process it started "
                 f"were killed. Pass a larger timeout (at most {self.max_timeout:g}), or split "
                 "the work into shorter commands (background processes end with their command "
                 "too).\n"
                 f"Output before the timeout:\n{text}"
             )
+            return attrs.evolve(timed_out, exit_code=124)  # as timeout(1) reports it
         if finish.detached:
             text = with_note(
                 text,
@@ -262,7 +262,14 @@ class BashTool:
             text = with_note(text, f"[terminated by signal {-returncode}]")
         elif returncode:
             text = with_note(text, f"[exit code {returncode}]")
-        return ToolResult(text)
+        return ToolResult(text, exit_code=_shell_code(returncode))
+
+
+def _shell_code(returncode: int | None) -> int:
+    """The exit code as a shell reports it: 128 + N for a process killed by signal N."""
+    if returncode is None:
+        return 1
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _watch(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import errno
+import itertools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -88,6 +90,33 @@ def _decode(tool: str, path: str, data: bytes) -> str:
             f"Error: {tool}: {quoted(path)} is not valid UTF-8 text (byte {error.start}); "
             f"inspect it with bash (e.g. 'file {path}')"
         ) from error
+
+
+#: A diff kept for the person and the trace stops here: the console shows a few lines anyway.
+MAX_DIFF_LINES = 400
+
+
+def unified_diff(path: str, old: str | None, new: str) -> str:
+    """What a write or an edit changed, as ``diff -u`` shows it; a new file is all additions."""
+    lines = difflib.unified_diff(
+        [] if old is None else old.splitlines(),
+        new.splitlines(),
+        "/dev/null" if old is None else f"a/{path}",
+        f"b/{path}",
+        lineterm="",
+    )
+    kept = list(itertools.islice(lines, MAX_DIFF_LINES + 1))
+    if len(kept) > MAX_DIFF_LINES:
+        kept[-1] = f"… the diff goes on past {MAX_DIFF_LINES} lines"
+    return "\n".join(kept)
+
+
+def _text_before(workdir: Workdir, path: str) -> str | None:
+    """A file's text before a write, or None when it is new or cannot be read as text."""
+    try:
+        return _read_text(workdir, "write_file", path)[1]
+    except ToolError:
+        return None
 
 
 def _write_text(workdir: Workdir, tool: str, path: str, target: Path, content: str) -> int:
@@ -236,8 +265,12 @@ class WriteFileTool:
             raise ToolError(
                 f"Error: write_file: {quoted(path)} is a directory; pass a file path inside it"
             )
+        before = _text_before(self.workdir, path)
         size = _write_text(self.workdir, self.name, path, target, content)
-        return ToolResult(f"Wrote {size} bytes to {self.workdir.relative(target)}")
+        shown = self.workdir.relative(target)
+        return ToolResult(
+            f"Wrote {size} bytes to {shown}", diff=unified_diff(shown, before, content)
+        )
 
 
 @attrs.frozen
@@ -305,5 +338,9 @@ class EditFileTool:
                 f"Error: edit_file: the edit would make {shown} {size} characters long, over "
                 f"the {_MAX_FILE_BYTES // 2**20} MiB limit; replace fewer occurrences at a time"
             )
-        _write_text(self.workdir, self.name, path, target, text.replace(old_text, new_text))
-        return ToolResult(f"Edited {shown} ({count} replacement{'s' if count > 1 else ''})")
+        edited = text.replace(old_text, new_text)
+        _write_text(self.workdir, self.name, path, target, edited)
+        return ToolResult(
+            f"Edited {shown} ({count} replacement{'s' if count > 1 else ''})",
+            diff=unified_diff(shown, text, edited),
+        )

@@ -7,6 +7,7 @@ handler that blows up), the registry answers with a :class:`ToolResult` whose te
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -123,8 +124,11 @@ class ToolRegistry:
                     f"Error: {name} was not approved, so it did not run; do not retry the same "
                     "call: take another approach, or say in your answer what is left undone"
                 )
+        started = time.perf_counter()
         try:
-            return tool.run(arguments)
+            result = tool.run(arguments)
         except ToolError as error:
             message = str(error)
-            return error_result(message if message.startswith("Error:") else f"Error: {message}")
+            result = error_result(message if message.startswith("Error:") else f"Error: {message}")
+        # The tool's own time: an approval prompt above is the person's, not the tool's.
+        return attrs.evolve(result, duration_s=time.perf_counter() - started)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import attrs
+
 from orchestrator.protocols import ToolResult
 
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
@@ -38,8 +40,10 @@ def redactable(values: Iterable[str]) -> tuple[str, ...]:
 
 def redact(result: ToolResult, secrets: tuple[str, ...]) -> ToolResult:
     """``result`` with every occurrence of a secret value replaced by ``[REDACTED]``."""
-    text = result.text
+    text, diff = result.text, result.diff
     for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return result if text is result.text else ToolResult(text, is_error=result.is_error)
+        text = text.replace(secret, REDACTED)
+        diff = diff.replace(secret, REDACTED)
+    if text == result.text and diff == result.diff:
+        return result
+    return attrs.evolve(result, text=text, diff=diff)
