@@ -38,7 +38,7 @@ from orchestrator.config import (
     load_config,
 )
 from orchestrator.console import View, choose_view
-from orchestrator.context import ContextManager, resolve_limits
+from orchestrator.context import ContextManager, LimitsSource, resolve_limits, window_label
 from orchestrator.conversation import Conversation
 from orchestrator.inert import inert
 from orchestrator.instructions import load_instructions
@@ -238,6 +238,8 @@ class Session:
     closing: bool = True
     #: Where a person's one-line notices go (warnings, the sandbox chosen).
     notice: Callable[[str], None] = _stderr
+    #: Where the start's status and header lines go (model, workdir, sandbox, window).
+    header: Callable[[str], None] = _stderr
     #: Where the end of a turn (the plan, the answer in --quiet) goes; stderr in JSON modes.
     say: Callable[[str], None] = attrs.field(
         default=attrs.Factory(
@@ -302,6 +304,19 @@ class Session:
         run_id = resumed.run_id if resumed is not None else new_run_id()
         if resumed is not None:
             self._first_round, self._stale = resumed.last_round, resumed.rounds_since_update
+        # What a person can get wrong is said before the model is looked up (a slow step).
+        path = options.trace
+        try:
+            if resumed is None:
+                path = _new_trace(options, run_id)
+        except SessionError as error:
+            raise SettingsError(str(error)) from None
+        assert path is not None
+        self.sandbox = _choose_sandbox(options, [path])
+        _check_thinking(config)
+        if isinstance(self.model, LimitsSource):
+            # The lookup is bounded (about 10 s), but a silent endpoint should not look hung.
+            self.header(f"orchestrator: checking model {inert(config.model)}…")
         limits = _limits(self.model, config)
         settings = self.settings
         if settings is not None:  # resumed: the trace's settings, as resume's flags amend them
@@ -320,12 +335,7 @@ class Session:
                 workdir=str(options.workdir),
                 **_model_settings(config, limits),
             )
-        path = options.trace
         try:
-            if resumed is None:
-                path = _new_trace(options, run_id)
-            assert path is not None
-            self.sandbox = _choose_sandbox(options, [path])
             secrets = [*_secret_values(config), *mcp_secret_values(options.mcp_servers)]
             self._run_id = run_id
             self._lock = SessionLock(path)
@@ -347,6 +357,7 @@ class Session:
             from orchestrator.tools.processes import make_undumpable
 
             make_undumpable()  # bwrap hides the harness's /proc entirely
+        self.header(self._header_line(limits))
         self._say_how_it_runs()
         self._protected = _snapshot(self.sandbox)
         registry = self._registry(secrets)
@@ -385,6 +396,26 @@ class Session:
         On a shared board other agents hold items this run cannot settle.
         """
         return self.settle_plan and config.settle_plan and not isinstance(self.board, SharedBoard)
+
+    def _header_line(self, limits: ModelLimits) -> str:
+        """One line that says how this run works: what a person checks first when it misbehaves."""
+        options, config = self.options, self.options.config
+        assert self.sandbox is not None
+        parts = [
+            f"model {config.model}",
+            f"workdir {options.workdir}",
+            f"sandbox {self.sandbox.sandbox.mode}",
+            f"approval {config.approval}",
+            f"window {window_label(limits)}",
+        ]
+        resumed = self.resume_from
+        if resumed is not None:
+            task = " ".join(resumed.task.split())
+            shown = task if len(task) <= 60 else task[:59] + "…"
+            parts.append(
+                f"resuming session {resumed.run_id} after round {resumed.last_round}: {shown}"
+            )
+        return inert("orchestrator: " + " · ".join(parts))
 
     def _say_how_it_runs(self) -> None:
         """The one-line notices of a start: a sandbox fallback, the network, approvals."""
@@ -677,13 +708,18 @@ def _secret_values(config: Config) -> list[str]:
     return found
 
 
-def _limits(model: Model, config: Config) -> ModelLimits:
-    """The model's limits, and a settings error for a setting the model cannot honour."""
+def _check_thinking(config: Config) -> None:
+    """A thinking budget the output cap cannot hold is the person's mistake, said before a call."""
     thinking = config.thinking
     if thinking not in ("off", "adaptive") and int(thinking) >= config.max_tokens:
         raise SettingsError(
             f"--thinking {thinking}: the budget must be below --max-tokens ({config.max_tokens})"
         )
+
+
+def _limits(model: Model, config: Config) -> ModelLimits:
+    """The model's limits, and a settings error for a setting the model cannot honour."""
+    _check_thinking(config)
     limits = resolve_limits(
         model, config.model, config.context_window, config.sources["context_window"]
     )
@@ -1016,6 +1052,7 @@ class Agent:
             view=view,
             say=_stderr if self.console else _nowhere,
             notice=_stderr if self.console else _log.warning,
+            header=_stderr if self.console else _nowhere,
             interactive=False,
             **kwargs,
         )

@@ -21,10 +21,14 @@ import httpx2
 
 from orchestrator.protocols import ContextTooLong, ModelError, ModelLimits, ModelTurn
 
-DEFAULT_MAX_RETRIES = 4
+#: With these, an endpoint that accepts and never answers fails in about three minutes: three
+#: tries of 60 s each (and a second of back-off), after a model lookup of at most about 10 s.
+DEFAULT_MAX_RETRIES = 2
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_READ_TIMEOUT = 120.0
+DEFAULT_READ_TIMEOUT = 60.0
+#: Each of the (at most two) tries of the Models-API lookup of a window: a start is not held up.
+LOOKUP_TIMEOUT = 5.0
 #: Error events inside a started stream that are worth asking again, as a 529 or 5xx would be.
 _RETRYABLE_STREAM_ERRORS = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 #: The beta a request with server-side compaction (``context_management``) must name.
@@ -62,6 +66,7 @@ class AnthropicModel:
             timeout, connect=min(connect_timeout, timeout), read=min(read_timeout, timeout)
         )
         self.read_timeout = min(read_timeout, timeout)
+        self.connect_timeout = min(connect_timeout, timeout)
         self.client = client or anthropic.Anthropic(
             api_key=api_key,
             auth_token=None if api_key else auth_token,
@@ -83,12 +88,17 @@ class AnthropicModel:
         """
         if model in self._limits:
             return self._limits[model]
+        bounded = self.client.with_options(
+            # One retry of 5 s at most: a gateway without the Models API (or a silent one)
+            # should not delay the start; the fallback window is logged and good enough.
+            max_retries=min(1, self.max_retries),
+            timeout=httpx2.Timeout(
+                min(LOOKUP_TIMEOUT, self.read_timeout),
+                connect=min(self.connect_timeout, LOOKUP_TIMEOUT),
+            ),
+        )
         try:
-            # One retry at most: a gateway without the Models API should not delay the start,
-            # the fallback window is logged and good enough.
-            info = self.client.with_options(max_retries=min(1, self.max_retries)).models.retrieve(
-                model
-            )
+            info = bounded.models.retrieve(model)
         except anthropic.APIStatusError as error:
             kind, message = _error_detail(error)
             raise ModelError(

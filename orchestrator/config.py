@@ -250,7 +250,7 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting(
         "max_retries",
         _non_negative_int,
-        4,
+        2,
         ("ORCHESTRATOR_MAX_RETRIES",),
         help="Retries of a 429, 529, 5xx or a broken-off stream.",
     ),
@@ -271,7 +271,7 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting(
         "read_timeout",
         _positive_float,
-        120.0,
+        60.0,
         ("ORCHESTRATOR_READ_TIMEOUT",),
         help="Seconds to wait for the first (or next) byte of a response.",
     ),

@@ -100,6 +100,7 @@ class _EventLines:
         self._calls: dict[str, Mapping[str, Any]] = {}
         self._head, self._tail = VERBOSE_PREVIEW_LINES if verbose else PREVIEW_LINES
         self._diff_head = max(self._head, DIFF_PREVIEW_HEAD)
+        self._window_source = ""
 
     def lines(self, event: Mapping[str, Any]) -> list[tuple[str, str]]:
         name = event.get("event")
@@ -151,8 +152,16 @@ class _EventLines:
             )
             if event.get("context_window"):
                 share = 100 * int(event.get("context_tokens", 0)) // int(event["context_window"])
-                text += f" · ctx {share}% of {_thousands(int(event['context_window']))}"
+                # "~": an assumed window (the header line says why), not one the API gave.
+                about = "~" if self._window_source == "fallback" else ""
+                text += f" · ctx {share}% of {about}{_thousands(int(event['context_window']))}"
             return [*_thinking_lines(event.get("content") or ()), (text, "dim")]
+        if name == "context.window":
+            self._window_source = str(event.get("source", ""))
+            if self._window_source == "refusal":
+                text = f"⌫ the window is {int(event['window']):,} tokens, learned from a refusal"
+                return [(text, "cyan")]
+            return []
         if name == "context.cleared":
             text = f"⌫ cleared {event['blocks']} old tool results ({event['tokens_freed']} tokens)"
             return [(text, "cyan")]

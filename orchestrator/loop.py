@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 from transitions import EventData, Machine
 
+from orchestrator.context.window import window_from_cut_off, window_from_refusal
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
@@ -513,7 +514,7 @@ class Loop:
         try:
             run.turn = self.model.respond(request, self.on_text)
         except ContextTooLong as error:
-            self._overflow(run, str(error))
+            self._overflow(run, str(error), window_from_refusal(str(error)))
             return
         except ModelError as error:
             run.reason = str(error)
@@ -537,7 +538,8 @@ class Loop:
         trigger = STOP_REASON_TRIGGERS.get(turn.stop_reason, "fail")
         if trigger == "overflow":
             # The answer was cut off by the window: it is dropped, and the round asked again.
-            self._overflow(run, f"the model stopped with {turn.stop_reason}")
+            reached = window_from_cut_off(turn.usage)
+            self._overflow(run, f"the model stopped with {turn.stop_reason}", reached)
             return
         run.overflowed = False
         self.conversation.add_assistant(turn.content)
@@ -569,8 +571,18 @@ class Loop:
     def _context_over(self) -> bool:
         return self.context is not None and self.context.over_budget(self.conversation.messages)
 
-    def _overflow(self, run: RunState, why: str) -> None:
-        managed = self.context is not None and self.context.managing
+    def _overflow(self, run: RunState, why: str, window: int | None = None) -> None:
+        context = self.context
+        if window is not None and context is not None and context.learn_window(window, why):
+            # The advertised window was wrong: from now on the run keeps under the real one, so
+            # ordinary clearing does the work and this is the run's last refusal.
+            self.log.info(
+                "context.window",
+                round=run.round,
+                model=self.settings.model,
+                **context.description,
+            )
+        managed = context is not None and context.managing
         if managed and self._machine.fire(run, "overflow"):
             return
         run.reason = (

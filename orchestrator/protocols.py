@@ -241,6 +241,10 @@ class ContextKeeper(Protocol):
         """The ``context.window`` event's fields: the window, where it came from, the mode."""
         ...
 
+    def learn_window(self, tokens: int, reason: str) -> bool:
+        """Believe a smaller window (a refusal named the real limit); whether it changed."""
+        ...
+
     @property
     def managing(self) -> bool:
         """False when told to send the history whole (``--compaction off``)."""

@@ -121,13 +121,16 @@ class ServerLimits:
     """What the server says about its models and enforces: the window and the output cap.
 
     ``known_models`` of None knows every model name; otherwise ``GET /v1/models/{id}`` answers
-    404 for the others, as the service does for a name it does not serve.
+    404 for the others, as the service does for a name it does not serve. ``advertised_tokens``
+    is what the Models API claims when it differs from the window enforced (a proxy in front
+    of a smaller deployment).
     """
 
     max_input_tokens: int = 200_000
     max_tokens: int = 64_000
     capabilities: JSONObject = attrs.field(factory=full_capabilities)
     known_models: frozenset[str] | None = None
+    advertised_tokens: int | None = None
 
     def model_info(self, model: str) -> JSONObject:
         return {
@@ -136,7 +139,7 @@ class ServerLimits:
             "display_name": model,
             "created_at": "2026-01-01T00:00:00Z",
             "lifecycle": "active",
-            "max_input_tokens": self.max_input_tokens,
+            "max_input_tokens": self.advertised_tokens or self.max_input_tokens,
             "max_tokens": self.max_tokens,
             "capabilities": self.capabilities,
         }

@@ -366,7 +366,8 @@ def test_a_persistent_529_without_retries_fails_with_one_line(tmp_path: Path) ->
     run = _run_task(tmp_path, turns, "--max-retries", "0")
     assert run.code == 1
     assert len(run.requests) == 1
-    (line,) = [line for line in run.stderr.splitlines() if "529" in line]
+    # Not the header: it names the work directory, whose name holds "529" too.
+    (line,) = [line for line in run.stderr.splitlines() if "API error 529" in line]
     assert "overloaded" in line
     assert run.events("run.finished")[0]["reason"] in line
 
@@ -674,3 +675,82 @@ def test_deny_bash_leaves_list_files_to_look_around(tmp_path: Path) -> None:
     names = [tool["name"] for tool in run.requests[0]["tools"]]
     assert "bash" not in names
     assert "list_files" in names
+
+
+# --- a start you can see (issue 26, item 3) --------------------------------------------------
+
+
+def test_the_start_says_model_workdir_sandbox_approval_and_window(tmp_path: Path) -> None:
+    finished = _run_task(tmp_path, [{"text": "Nothing to do."}], "--sandbox", "workdir")
+    header = [line for line in finished.stderr.splitlines() if " · workdir " in line]
+    assert len(header) == 1, finished.stderr
+    line = header[0]
+    assert line.startswith("orchestrator: model ")
+    assert f"workdir {tmp_path / 'work'}" in line
+    assert "sandbox workdir" in line
+    assert "approval auto" in line  # --yes
+    assert "window 200,000 tokens (Models API)" in line
+    assert "checking model" in finished.stderr.split(line)[0]
+
+
+def test_resume_names_the_session_the_task_and_the_round_it_goes_on_from(tmp_path: Path) -> None:
+    first = _run_task(tmp_path, [{"text": "Half done."}], "--settle-plan", "false")
+    run_id = first.events("run.started")[0]["run_id"]
+    script = parse_script({"name": "more", "turns": [{"text": "All done."}]}, source="test")
+    with MessagesServer(script) as server:
+        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        done = _orchestrator(["resume", str(tmp_path / "t.jsonl"), "go on", "--yes"], env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    header = next(line for line in done.stderr.splitlines() if " · workdir " in line)
+    assert f"resuming session {run_id} after round 1: Fix add in calc.py" in header
+
+
+class _SilentEndpoint:
+    """A host that accepts connections and never says a byte: a hung proxy."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self._held: list[socket.socket] = []
+        self._closed = threading.Event()
+        self.base_url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                connection, _ = self._socket.accept()
+            except OSError:
+                return
+            self._held.append(connection)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._socket.close()
+        for connection in self._held:
+            connection.close()
+
+
+def test_a_silent_endpoint_shows_the_lookup_and_fails_within_its_bounds(tmp_path: Path) -> None:
+    endpoint = _SilentEndpoint()
+    trace = tmp_path / "t.jsonl"
+    try:
+        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=endpoint.base_url)
+        args = ["run", "Say hi", "--workdir", str(tmp_path), "--trace", str(trace), "--yes"]
+        done = _orchestrator([*args, "--read-timeout", "1", "--max-retries", "0"], env, tmp_path)
+    finally:
+        endpoint.close()
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("orchestrator: checking model ")
+    header = next(line for line in lines if " · workdir " in line)
+    assert "window 200,000 tokens (assumed: the Models API did not say)" in header
+    assert "the API sent nothing for 1 s (after 0 retries)" in done.stderr
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert events[-1]["event"] == "run.finished"
+    assert events[-1]["status"] == "failed"
+    window = next(event for event in events if event["event"] == "context.window")
+    assert window["source"] == "fallback"
+    assert "models.retrieve" in window["reason"]

@@ -203,8 +203,40 @@ def test_a_refusal_as_too_long_is_compacted_and_asked_again(tmp_path: Path) -> N
     assert check.returncode == 0, check.stderr
 
 
+def test_a_window_the_models_api_over_reports_is_learned_from_the_first_refusal(
+    tmp_path: Path,
+) -> None:
+    # A proxy says 200k; the deployment behind it refuses past 30k, naming its limit.
+    limits = ServerLimits(max_input_tokens=30_000, advertised_tokens=200_000)
+    run = _run(tmp_path, _long_script(120, 6), "--max-rounds", "200", limits=limits)
+    assert run.code == 0, run.stderr
+    assert len(run.refusals) == 1, run.refusals
+    assert run.refusals[0].endswith("tokens > 30000 maximum")
+    first, learned = run.events("context.window")
+    assert (first["window"], first["source"]) == (200_000, "models.retrieve")
+    assert (learned["window"], learned["source"]) == (30_000, "refusal")
+    assert "prompt is too long" in learned["reason"]
+    # From then on ordinary clearing keeps it under: one forced compaction, not one a refusal.
+    assert len([e for e in run.events("context.compacted") if e["forced"]]) == 1
+    assert "the window is 30,000 tokens, learned from a refusal" in run.stdout + run.stderr
+    check = _orchestrator(["replay", "--check", str(run.trace_path)], _environment(), tmp_path)
+    assert check.returncode == 0, check.stderr
+
+
+def test_the_console_says_when_the_window_is_assumed(tmp_path: Path) -> None:
+    limits = ServerLimits(known_models=frozenset({"another-model"}))
+    run = _run(tmp_path, _long_script(4, 2), limits=limits)
+    assert run.code == 0, run.stderr
+    assert "% of ~200k" in run.stdout
+    (tmp_path / "known").mkdir()
+    known = _run(tmp_path / "known", _long_script(4, 2), limits=ServerLimits())
+    assert "% of 200k" in known.stdout
+    assert "~" not in known.stdout
+
+
 def test_a_second_refusal_fails_the_run_with_one_line(tmp_path: Path) -> None:
-    limits = ServerLimits(max_input_tokens=3_000)
+    # So small that even the compacted conversation, kept under the learned window, is refused.
+    limits = ServerLimits(max_input_tokens=1_200)
     run = _run(tmp_path, _long_script(4, 2), "--context-window", "100000", limits=limits)
     assert run.code == 1
     (line,) = [

@@ -12,7 +12,7 @@ from orchestrator.context.manager import (
     ContextCompacted,
     ContextManager,
 )
-from orchestrator.context.window import DEFAULT_WINDOW, resolve_limits
+from orchestrator.context.window import DEFAULT_WINDOW, LimitsSource, resolve_limits, window_label
 
 __all__ = [
     "COMPACTION_MODES",
@@ -20,5 +20,7 @@ __all__ = [
     "ContextCleared",
     "ContextCompacted",
     "ContextManager",
+    "LimitsSource",
     "resolve_limits",
+    "window_label",
 ]

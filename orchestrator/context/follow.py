@@ -100,6 +100,9 @@ class ConversationFollower:
         # Only a run with a context keeper logs this; a run without one is followed unmanaged.
         if self.manager is None:
             self.manager = manager_for(self._settings, event, self._owners)
+        elif event.get("source") == "refusal":
+            # Mid-run: a refusal named the real window, and the run kept under it from then on.
+            self.manager.learn_window(int(event.get("window", 0)), str(event.get("reason", "")))
 
     def _model_request(self, event: Mapping[str, Any]) -> None:
         self._flush()

@@ -16,6 +16,7 @@ import attrs
 
 from orchestrator.context import clearing, compaction
 from orchestrator.context.tokens import CHARS_PER_TOKEN, Gauge, estimate_tokens, fixed_tokens
+from orchestrator.context.window import MIN_WINDOW
 from orchestrator.conversation import result_text
 from orchestrator.protocols import JSONObject, Plan, PlanRecord
 
@@ -114,6 +115,18 @@ class ContextManager:
     @property
     def managing(self) -> bool:
         return self.mode != "off"
+
+    def learn_window(self, tokens: int, reason: str) -> bool:
+        # Only ever smaller: a refusal proves the limit is at most this, never that it is more.
+        if not MIN_WINDOW <= tokens < self.window_tokens:
+            return False
+        self.origin = {
+            **self.origin,
+            "source": "refusal",
+            "reason": f"{reason} (believed {self.window_tokens:,} tokens until then)",
+        }
+        self.window_tokens = tokens
+        return True
 
     def fixed_tokens(self, request: Mapping[str, Any]) -> int:
         return fixed_tokens(request)

@@ -7,6 +7,8 @@ from and, for the fallback, why, so the trace's ``context.window`` event never h
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from orchestrator.protocols import ModelError, ModelLimits
@@ -17,11 +19,46 @@ DEFAULT_WINDOW = 200_000
 MIN_WINDOW = 1000
 
 
+#: How the service words the real limit in a refusal: ``prompt is too long: 64858 tokens >
+#: 60000 maximum``.
+_REFUSAL_LIMIT = re.compile(r"(\d+) tokens > (\d+) maximum")
+
+
+def window_from_refusal(message: str) -> int | None:
+    """The window a "prompt is too long" refusal names, or None when it names none."""
+    found = _REFUSAL_LIMIT.search(message)
+    return int(found.group(2)) if found else None
+
+
+def window_from_cut_off(usage: Mapping[str, int]) -> int | None:
+    """The window a ``model_context_window_exceeded`` stop reached: what was read and written."""
+    total = sum(
+        int(usage.get(key, 0))
+        for key in (
+            "input_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+            "output_tokens",
+        )
+    )
+    return total or None
+
+
 @runtime_checkable
 class LimitsSource(Protocol):
     """A model client that can ask the Models API about a model."""
 
     def limits(self, model: str) -> ModelLimits: ...
+
+
+def window_label(limits: ModelLimits) -> str:
+    """The window and where it came from, for a person: ``200,000 tokens (Models API)``."""
+    source = {
+        "models.retrieve": "Models API",
+        "fallback": "assumed: the Models API did not say",
+        "refusal": "learned from a refusal",
+    }
+    return f"{limits.max_input_tokens:,} tokens ({source.get(limits.source, limits.source)})"
 
 
 def resolve_limits(

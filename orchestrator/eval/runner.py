@@ -473,6 +473,7 @@ def _session(spec: RunSpec, workdir: Path, model: Model, tally: TraceTally) -> R
         view=silent_view(),
         say=_nowhere,
         notice=_nowhere,
+        header=_nowhere,
         interactive=False,
         # The arms are judged by the task's check, as before plan_settled (issue 24).
         settle_plan=False,
