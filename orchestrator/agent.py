@@ -44,14 +44,16 @@ from orchestrator.inert import inert
 from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard, TodoTool
-from orchestrator.pricing import UsageTotals
+from orchestrator.pricing import UsageTotals, format_cost, prices_for
 from orchestrator.protocols import (
     CheckResult,
     Model,
+    ModelError,
     ModelLimits,
     Tool,
     ToolResult,
     ToolSource,
+    UnknownModel,
 )
 from orchestrator.sessions import SessionError, SessionLock, check_new_trace
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
@@ -235,6 +237,8 @@ class Session:
     board_tool: bool = True
     #: Whether a run may end only with the plan settled (chat's turns may leave items open).
     settle_plan: bool = True
+    #: Chat: a turn that ends well says no more than its answer (the plan only when it changed).
+    turns: bool = False
     closing: bool = True
     #: Where a person's one-line notices go (warnings, the sandbox chosen).
     notice: Callable[[str], None] = _stderr
@@ -258,6 +262,7 @@ class Session:
                 as_json=self.options.output_format == "stream-json",
                 stream=sys.stderr if self.options.output_format == "json" else None,
                 verbose=self.options.verbose,
+                turns=self.turns,
             ),
             takes_self=True,
         )
@@ -314,27 +319,16 @@ class Session:
         assert path is not None
         self.sandbox = _choose_sandbox(options, [path])
         _check_thinking(config)
+        if config.max_cost is not None and prices_for(config.model, config.price_per_mtok) is None:
+            raise SettingsError(
+                f"--max-cost {config.max_cost:g}: the price of {config.model} is unknown, so the "
+                "spend cannot be counted; set --price-per-mtok in,out,cache_read,cache_write"
+            )
         if isinstance(self.model, LimitsSource):
             # The lookup is bounded (about 10 s), but a silent endpoint should not look hung.
             self.header(f"orchestrator: checking model {inert(config.model)}…")
         limits = _limits(self.model, config)
-        settings = self.settings
-        if settings is not None:  # resumed: the trace's settings, as resume's flags amend them
-            settings = attrs.evolve(
-                settings, **_model_settings(config, limits), settle_plan=self._settles(config)
-            )
-        else:
-            instructions = load_instructions(options.workdir)
-            if instructions.files:
-                self.say(f"project instructions: {', '.join(instructions.files)}")
-            settings = LoopSettings(
-                system=instructions.system_prompt(DEFAULT_SYSTEM.format(workdir=options.workdir)),
-                settle_plan=self._settles(config),
-                max_rounds=config.max_rounds,
-                trace_requests=options.trace_requests,
-                workdir=str(options.workdir),
-                **_model_settings(config, limits),
-            )
+        settings = self._loop_settings(limits)
         try:
             secrets = [*_secret_values(config), *mcp_secret_values(options.mcp_servers)]
             self._run_id = run_id
@@ -370,6 +364,7 @@ class Session:
             model=self.model,
             tools=registry,
             run_check=run_check,
+            budget=self._budget,
             plan=self.board,
             log=self._trace.log,
             settings=settings,
@@ -389,6 +384,37 @@ class Session:
             ),
         )
         return self._loop
+
+    def _loop_settings(self, limits: ModelLimits) -> LoopSettings:
+        """A new run's settings; a resumed run's as its trace had them, amended by the flags."""
+        options, config = self.options, self.options.config
+        if self.settings is not None:
+            return attrs.evolve(
+                self.settings, **_model_settings(config, limits), settle_plan=self._settles(config)
+            )
+        instructions = load_instructions(options.workdir)
+        if instructions.files:
+            self.say(f"project instructions: {', '.join(instructions.files)}")
+        return LoopSettings(
+            system=instructions.system_prompt(DEFAULT_SYSTEM.format(workdir=options.workdir)),
+            settle_plan=self._settles(config),
+            max_rounds=config.max_rounds,
+            trace_requests=options.trace_requests,
+            workdir=str(options.workdir),
+            **_model_settings(config, limits),
+        )
+
+    def _budget(self) -> str | None:
+        """Why the session must stop now (--max-cost, --max-duration spent), or None."""
+        config = self.options.config
+        if config.max_cost is not None:
+            spent = self.totals.cost(config.price_per_mtok, config.model)
+            if spent is not None and spent >= config.max_cost:
+                return f"it has spent {format_cost(spent)}, reaching --max-cost {config.max_cost:g}"
+        elapsed = self.totals.elapsed
+        if config.max_duration is not None and elapsed >= config.max_duration:
+            return f"it has run {elapsed:.0f} s, reaching --max-duration {config.max_duration:g} s"
+        return None
 
     def _settles(self, config: Config) -> bool:
         """Whether ``done`` needs the plan settled: not in chat, nor on a shared board.
@@ -476,6 +502,7 @@ class Session:
         """Run one message (None: go on from a resumed conversation) to its end."""
         first = self._loop is None
         loop = self._open()
+        revision = self.board.revision
         if first and task is not None and self.resume_from is None:
             task = self._with_loaded_board(task)
         with self.view:
@@ -485,7 +512,8 @@ class Session:
         # The model's answer and the items' texts are untrusted: shown, never obeyed.
         if self.options.quiet and outcome.text and self.options.output_format == "text":
             self.say(inert(outcome.text))
-        self.say("\n" + inert(self.board.render()))
+        if not self.turns or (self.board.revision != revision and not self.board.is_empty):
+            self.say("\n" + inert(self.board.render()))
         if outcome.status != "done":
             self.notice(f"orchestrator: run {outcome.status}: {inert(outcome.reason)}")
         return outcome
@@ -540,7 +568,19 @@ class Session:
         return self._loop.conversation if self._loop is not None else self.conversation
 
     def set_model(self, name: str) -> None:
-        """Ask another model from the next message on (chat's ``/model NAME``)."""
+        """Ask another model from the next message on (chat's ``/model NAME``).
+
+        The name is checked with the Models API first: a :class:`SettingsError` when the
+        endpoint does not know it. An endpoint without a Models API cannot say; its first
+        answer will.
+        """
+        if isinstance(self.model, LimitsSource):
+            try:
+                self.model.limits(name)
+            except UnknownModel as error:
+                raise SettingsError(f"the endpoint does not know model {name!r}: {error}") from None
+            except ModelError:
+                pass
         if self._loop is not None:
             self._loop.settings = attrs.evolve(self._loop.settings, model=name)
         self.options = attrs.evolve(

@@ -19,7 +19,13 @@ from typing import Any
 import anthropic
 import httpx2
 
-from orchestrator.protocols import ContextTooLong, ModelError, ModelLimits, ModelTurn
+from orchestrator.protocols import (
+    ContextTooLong,
+    ModelError,
+    ModelLimits,
+    ModelTurn,
+    UnknownModel,
+)
 
 #: With these, an endpoint that accepts and never answers fails in about three minutes: three
 #: tries of 60 s each (and a second of back-off), after a model lookup of at most about 10 s.
@@ -101,7 +107,8 @@ class AnthropicModel:
             info = bounded.models.retrieve(model)
         except anthropic.APIStatusError as error:
             kind, message = _error_detail(error)
-            raise ModelError(
+            problem = ModelError if error.status_code != 404 else UnknownModel
+            raise problem(
                 f"models.retrieve({model!r}) answered {error.status_code} ({kind}): {message}"
             ) from None
         except anthropic.APIConnectionError as error:

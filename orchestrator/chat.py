@@ -45,7 +45,8 @@ class ChatSession:
     run_turn: Callable[[str], RunOutcome]
     board: TodoBoard
     model: Callable[[], str]
-    set_model: Callable[[str], None]
+    #: Switches the model; says why not (an unknown name) or returns None.
+    set_model: Callable[[str], str | None]
     clear: Callable[[], None]
     close: Callable[[], None]
     cost_line: Callable[[], str]
@@ -97,8 +98,11 @@ def _command(line: str, chat: ChatSession) -> bool:
     elif name == "/model":
         wanted = line.split()[1:]
         if len(wanted) == 1:
-            chat.set_model(wanted[0])
-            click.echo(f"model: {chat.model()} from the next message on")
+            refused = chat.set_model(wanted[0])
+            if refused is not None:
+                click.echo(inert(f"model: not switched: {refused}; still {chat.model()}"))
+            else:
+                click.echo(f"model: {chat.model()} from the next message on")
         else:
             click.echo(f"model: {chat.model()} (/model NAME switches)")
     elif name in ("/clear", "/reset"):

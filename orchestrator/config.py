@@ -71,6 +71,18 @@ def _positive_float(value: object) -> float:
     return number
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smh]?)")
+_SECONDS_PER = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def _duration(value: object) -> float:
+    """Seconds from ``90``, ``90s``, ``15m`` or ``2h``."""
+    found = _DURATION.fullmatch(str(value).strip().lower())
+    if isinstance(value, bool) or found is None or float(found.group(1)) <= 0:
+        raise ValueError(f"expected a duration such as 90, 90s, 15m or 2h, got {value!r}")
+    return float(found.group(1)) * _SECONDS_PER[found.group(2)]
+
+
 def _at_least(floor: int, unit: str) -> Callable[[object], int]:
     """A whole number of at least ``floor``: less leaves a command unable to start at all."""
 
@@ -239,6 +251,20 @@ SETTINGS: tuple[_Setting, ...] = (
         50,
         ("ORCHESTRATOR_MAX_ROUNDS",),
         help="Stop the run (failed) after this many model rounds.",
+    ),
+    _Setting(
+        "max_cost",
+        _positive_float,
+        None,
+        ("ORCHESTRATOR_MAX_COST",),
+        help="End the run (failed) once it has spent this many US dollars [no limit].",
+    ),
+    _Setting(
+        "max_duration",
+        _duration,
+        None,
+        ("ORCHESTRATOR_MAX_DURATION",),
+        help="End the run (failed) after this long: seconds, or 90s, 15m, 2h [no limit].",
     ),
     _Setting(
         "max_tokens",

@@ -55,17 +55,25 @@ class View(Protocol):
 
 
 def choose_view(
-    *, quiet: bool, as_json: bool, stream: TextIO | None = None, verbose: bool = False
+    *,
+    quiet: bool,
+    as_json: bool,
+    stream: TextIO | None = None,
+    verbose: bool = False,
+    turns: bool = False,
 ) -> View:
-    """``--json`` and ``--quiet`` first; then live on a colour terminal, plain otherwise."""
+    """``--json`` and ``--quiet`` first; then live on a colour terminal, plain otherwise.
+
+    ``turns`` is for chat: a turn that ends well gets no ``run done after N rounds`` line.
+    """
     stream = stream or sys.stdout
     if as_json:
         return JsonView(stream)
     if quiet:
         return PlainView(stream, quiet=True)
     if stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb":
-        return LiveView(Console(file=stream), verbose=verbose)
-    return PlainView(stream, verbose=verbose)
+        return LiveView(Console(file=stream), verbose=verbose, turns=turns)
+    return PlainView(stream, verbose=verbose, turns=turns)
 
 
 #: Lines of a tool's output shown under its result line: (head, tail), and with --verbose.
@@ -96,7 +104,8 @@ def output_preview(output: str, *, head: int, tail: int) -> list[str]:
 class _EventLines:
     """Turns events into (text, style) lines; the views decide how to show them."""
 
-    def __init__(self, *, verbose: bool = False) -> None:
+    def __init__(self, *, verbose: bool = False, turns: bool = False) -> None:
+        self._turns = turns
         self._calls: dict[str, Mapping[str, Any]] = {}
         self._head, self._tail = VERBOSE_PREVIEW_LINES if verbose else PREVIEW_LINES
         self._diff_head = max(self._head, DIFF_PREVIEW_HEAD)
@@ -172,6 +181,8 @@ class _EventLines:
             )
             return [(text, "cyan")]
         if name == "run.finished":
+            if self._turns and event["status"] == "done":
+                return []
             text = f"run {event['status']} after {event['rounds']} rounds"
             if event.get("reason"):
                 text += f": {event['reason']}"
@@ -210,11 +221,16 @@ class PlainView:
     """Plain text with no escape codes, fit for pipes, logs and ``NO_COLOR``."""
 
     def __init__(
-        self, stream: TextIO | None = None, *, quiet: bool = False, verbose: bool = False
+        self,
+        stream: TextIO | None = None,
+        *,
+        quiet: bool = False,
+        verbose: bool = False,
+        turns: bool = False,
     ) -> None:
         self._stream = stream or sys.stdout
         self._quiet = quiet
-        self._lines = _EventLines(verbose=verbose)
+        self._lines = _EventLines(verbose=verbose, turns=turns)
         self._midline = False
 
     def __enter__(self) -> PlainView:
@@ -378,9 +394,9 @@ class LiveView:
     those rendered lines otherwise.
     """
 
-    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+    def __init__(self, console: Console, *, verbose: bool = False, turns: bool = False) -> None:
         self._console = console
-        self._lines = _EventLines(verbose=verbose)
+        self._lines = _EventLines(verbose=verbose, turns=turns)
         self._activity = Activity()
         self._items: tuple[PlanItem, ...] = ()
         self._partial = ""

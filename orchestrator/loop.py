@@ -415,8 +415,11 @@ class Loop:
         conversation: Conversation | None = None,
         context: ContextKeeper | None = None,
         run_check: Callable[[str], CheckResult] | None = None,
+        budget: Callable[[], str | None] | None = None,
     ) -> None:
         self.model, self.tools, self.plan, self.log = model, tools, plan, log
+        #: Says why the run must end now (a cost or time budget spent); asked between rounds.
+        self.budget = budget
         #: Runs a check command where bash runs (the done-check).
         self.run_check = run_check
         self.settings = settings
@@ -488,7 +491,13 @@ class Loop:
         elif run.state == "compact":
             self._compact(run)
         else:
-            self._machine.fire(run, "advance")
+            spent = self.budget() if self.budget is not None else None
+            if spent is None:
+                self._machine.fire(run, "advance")
+                return
+            # Outside the machine's own state, like a model error: replay follows the record.
+            run.reason = f"the run was stopped: {spent}"
+            self._machine.fire(run, "fail")
 
     def _call_model(self, run: RunState) -> None:
         request = self.conversation.request(

@@ -78,17 +78,36 @@ class UsageTotals:
     usage: dict[str, int] = attrs.field(factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
     started: float = attrs.field(factory=time.monotonic)
     model: str = ""
+    #: The same tokens split by the model that served them: each is priced at its own rate.
+    by_model: dict[str, dict[str, int]] = attrs.field(factory=dict)
 
     def __call__(self, event: Mapping[str, Any]) -> None:
         if event.get("event") != "model.response":
             return
         self.rounds += 1
         self.model = str(event.get("model") or self.model)
+        served = self.by_model.setdefault(self.model, dict.fromkeys(USAGE_KEYS, 0))
         reported = event.get("usage") or {}
         for key in USAGE_KEYS:
             value = reported.get(key)
             if isinstance(value, int):
                 self.usage[key] += value
+                served[key] += value
+
+    def cost(self, override: Prices | None = None, default_model: str = "") -> float | None:
+        """Dollars so far, each model's tokens at its price; None when a price is unknown.
+
+        ``default_model`` prices the responses that named no model.
+        """
+        total = 0.0
+        for model, usage in self.by_model.items():
+            if not any(usage.values()):
+                continue
+            spent = cost_of(usage, prices_for(model or default_model, override))
+            if spent is None:
+                return None
+            total += spent
+        return total
 
     @property
     def elapsed(self) -> float:

@@ -51,6 +51,10 @@ class ModelError(Exception):
     """
 
 
+class UnknownModel(ModelError):
+    """The endpoint does not serve a model of that name (the Models API answered 404)."""
+
+
 class ContextTooLong(ModelError):
     """The endpoint refused the request as longer than the model's context window.
 

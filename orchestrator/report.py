@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from orchestrator.exits import EXIT_DONE, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_USAGE
-from orchestrator.pricing import Prices, UsageTotals, cost_of, format_cost, prices_for
+from orchestrator.pricing import Prices, UsageTotals, format_cost
 
 if TYPE_CHECKING:
     from orchestrator.approval import RefusedAction
@@ -65,7 +65,7 @@ class RunReport:
 
     @property
     def cost(self) -> float | None:
-        return cost_of(self.totals.usage, prices_for(self.totals.model or self.model, self.prices))
+        return self.totals.cost(self.prices, self.model)
 
     @property
     def resume_command(self) -> str:

@@ -21,7 +21,7 @@ import attrs
 
 from orchestrator.approval import is_refusal
 from orchestrator.inert import inert
-from orchestrator.pricing import USAGE_KEYS, Prices, cost_of, prices_for
+from orchestrator.pricing import Prices, UsageTotals
 
 STATE_DIR_VARIABLE = "ORCHESTRATOR_STATE_DIR"
 _FOLDER_NAME_LIMIT = 80
@@ -211,7 +211,7 @@ def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
     """Read one trace into a summary (``prices`` overrides the table); bad lines are skipped."""
     started, workdir, task, model, status, run_id = "", "", "", "", "unfinished", ""
     rounds = refused = 0
-    usage = dict.fromkeys(USAGE_KEYS, 0)
+    totals = UsageTotals()
     for event in _events(path):
         name = event.get("event")
         run_id = run_id or str(event.get("run_id") or "")
@@ -231,19 +231,15 @@ def summarize(path: Path, prices: Prices | None = None) -> SessionSummary:
         elif name == "tool.result" and event.get("is_error"):
             refused += is_refusal(str(event.get("output", "")))
         elif name == "model.response":
-            counted = _mapping(event.get("usage"))
-            for key in USAGE_KEYS:
-                value = counted.get(key)
-                if isinstance(value, int):
-                    usage[key] += value
-    cost = cost_of(usage, prices_for(model, prices))
+            totals(event)  # each round priced at the model that served it
+    cost = totals.cost(prices, model)
     pid = running_pid(path)
     if pid is not None:
         status = f"running (pid {pid})"
     elif status == "unfinished" and started:
         status = "killed"  # no run.finished, and no process holds it: it was cut off
     return SessionSummary(
-        path, started, workdir, task, status, rounds, usage, cost, refused, run_id
+        path, started, workdir, task, status, rounds, totals.usage, cost, refused, run_id
     )
 
 

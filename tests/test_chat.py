@@ -5,6 +5,7 @@ Both run the real CLI and the real anthropic SDK against the package's loopback 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -436,3 +437,37 @@ def test_a_paste_is_one_message_alt_enter_adds_a_line_and_ctrl_c_stops_only_the_
     last = server.requests[3]["messages"][-1]["content"]
     assert last[0]["type"] == "tool_result" and last[0]["is_error"] is True
     assert last[-1]["text"] == "Go on"
+
+
+def test_a_turn_ends_without_run_lines_and_an_unknown_model_is_refused(workdir: Path) -> None:
+    from orchestrator.testing import ServerLimits
+
+    script = parse_script(
+        {"name": "chat", "turns": [{"text": "Hello there."}, {"text": "Still here."}]},
+        source="chat.json",
+    )
+    limits = ServerLimits(known_models=frozenset({"claude-sonnet-5-5", "claude-opus-5"}))
+    with MessagesServer(script, limits=limits) as server:
+        child = _start_chat(server, workdir)
+        child.logfile_read = seen = io.StringIO()
+        _wait_for_prompt(child)
+        child.sendline("Say hello")
+        child.expect_exact("Hello there.")
+        child.expect_exact(PROMPT)
+        child.sendline("/model claude-nonesuch")
+        child.expect_exact("model: not switched: the endpoint does not know model")
+        child.expect_exact("still claude-sonnet-5-5")
+        child.expect_exact(PROMPT)
+        child.sendline("/model claude-opus-5")
+        child.expect_exact("model: claude-opus-5 from the next message on")
+        child.expect_exact(PROMPT)
+        child.sendline("Again")
+        child.expect_exact("Still here.")
+        child.expect_exact(PROMPT)
+        child.sendline("/exit")
+        assert _ended(child) == 0
+    shown = seen.getvalue()
+    # A turn that ends well says its answer, not the loop's bookkeeping.
+    assert "run done after" not in shown
+    assert "No todos." not in shown
+    assert [body["model"] for body in server.requests] == ["claude-sonnet-5-5", "claude-opus-5"]

@@ -754,3 +754,38 @@ def test_a_silent_endpoint_shows_the_lookup_and_fails_within_its_bounds(tmp_path
     window = next(event for event in events if event["event"] == "context.window")
     assert window["source"] == "fallback"
     assert "models.retrieve" in window["reason"]
+
+
+# --- budgets (issue 26, item 7) ---------------------------------------------------------------
+
+
+def test_max_cost_ends_the_run_cleanly_once_spent(tmp_path: Path) -> None:
+    turns = [_call("bash", {"command": f"echo {n}"}) for n in range(6)]
+    # $1 a token of any kind: the first round alone spends far past $1.
+    run = _run_task(tmp_path, turns, "--max-cost", "1", "--price-per-mtok", "1e6,1e6,1e6,1e6")
+    assert run.code == 1, run.stderr
+    assert len(run.requests) == 1
+    (line,) = [line for line in run.stderr.splitlines() if "run failed" in line]
+    assert "reaching --max-cost 1" in line
+    finished = run.events("run.finished")[0]
+    assert finished["status"] == "failed" and "--max-cost" in finished["reason"]
+    check = _orchestrator(
+        ["replay", "--check", str(tmp_path / "t.jsonl")], _environment(), tmp_path
+    )
+    assert check.returncode == 0, check.stderr
+
+
+def test_max_duration_ends_the_run_between_rounds(tmp_path: Path) -> None:
+    turns = [_call("bash", {"command": "sleep 2"}), _call("bash", {"command": "echo never"})]
+    run = _run_task(tmp_path, [*turns, {"text": "never reached"}], "--max-duration", "1s")
+    assert run.code == 1, run.stderr
+    assert len(run.requests) == 1
+    assert "reaching --max-duration 1 s" in run.events("run.finished")[0]["reason"]
+
+
+def test_max_cost_for_a_model_without_a_price_is_refused_at_once(tmp_path: Path) -> None:
+    run = _run_task(tmp_path, [{"text": "unused"}], "--max-cost", "1", "--model", "gateway-x")
+    assert run.code == 2
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert "--price-per-mtok" in run.stderr
+    assert run.requests == []

@@ -56,7 +56,7 @@ def test_flag_beats_environment_beats_file_beats_default(tmp_path: Path) -> None
     assert (config.max_rounds, config.sources["max_rounds"]) == (7, "ORCHESTRATOR_MAX_ROUNDS")
     assert config.max_tokens == 1000
     assert config.sources["max_tokens"] == f"{file} [max_tokens]"
-    assert (config.max_retries, config.sources["max_retries"]) == (4, "default")
+    assert (config.max_retries, config.sources["max_retries"]) == (2, "default")
     assert config.api_key is None
 
     without_flag = load_config(tmp_path, {"model": None}, env=env)
@@ -206,7 +206,7 @@ def test_config_command_shows_values_and_sources_with_the_key_masked(tmp_path: P
     assert rows["model"] == ("file-model", f"{tmp_path / CONFIG_FILE} [model]")
     assert rows["max_rounds"] == ("7", "ORCHESTRATOR_MAX_ROUNDS")
     assert rows["max_tokens"] == ("1000", f"{tmp_path / CONFIG_FILE} [max_tokens]")
-    assert rows["max_retries"] == ("4", "default")
+    assert rows["max_retries"] == ("2", "default")
     assert rows["base_url"] == ("http://x:1", "ANTHROPIC_BASE_URL")
     assert rows["api_key"][1] == "ANTHROPIC_API_KEY"
     assert API_KEY not in done.stdout + done.stderr
@@ -265,3 +265,17 @@ def test_the_user_file_is_below_the_project_file_and_can_be_left_out(tmp_path: P
         ConfigError, match="auth_token does not belong in a file; use ANTHROPIC_AUTH_TOKEN"
     ):
         load_config(tmp_path, env=env)
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [("90", 90.0), ("90s", 90.0), ("15m", 900.0), ("2h", 7200.0), ("1.5m", 90.0)],
+)
+def test_a_duration_is_seconds_or_has_a_unit(tmp_path: Path, given: str, seconds: float) -> None:
+    assert load_config(tmp_path, {"max_duration": given}, env={}).max_duration == seconds
+
+
+@pytest.mark.parametrize("given", ["0", "-5", "soon", "5d", "inf"])
+def test_a_bad_duration_is_refused_with_an_example(tmp_path: Path, given: str) -> None:
+    with pytest.raises(ConfigError, match="such as 90, 90s, 15m or 2h"):
+        load_config(tmp_path, {"max_duration": given}, env={})

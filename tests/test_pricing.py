@@ -45,3 +45,23 @@ def test_refusals_keep_a_done_run_from_exiting_0() -> None:
     assert exit_code("done", 2) == EXIT_REFUSED == 3
     assert exit_code("failed", 2) == EXIT_FAILED
     assert exit_code("interrupted", 0, interrupted_code=143) == 143
+
+
+def test_each_round_is_priced_at_the_model_that_served_it() -> None:
+    totals = UsageTotals()
+    million = {"input_tokens": 1_000_000}
+    totals({"event": "model.response", "model": "claude-sonnet-4-5", "usage": million})
+    totals({"event": "model.response", "model": "claude-opus-4-5", "usage": million})
+    # $3 for the Sonnet round and $5 for the Opus one: not both at the last model's rate ($10).
+    assert totals.cost() == pytest.approx(8.0)
+    assert totals.cost((1.0, 0.0, 0.0, 0.0)) == pytest.approx(2.0)  # the override is for all
+
+
+def test_a_round_from_a_model_without_a_price_makes_the_cost_unknown() -> None:
+    totals = UsageTotals()
+    totals({"event": "model.response", "model": "claude-sonnet-4-5", "usage": {"output_tokens": 9}})
+    totals({"event": "model.response", "model": "gateway-x", "usage": {"output_tokens": 9}})
+    assert totals.cost() is None
+    unnamed = UsageTotals()
+    unnamed({"event": "model.response", "usage": {"input_tokens": 1_000_000}})
+    assert unnamed.cost(default_model="claude-haiku-4-5") == pytest.approx(1.0)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,9 @@ from orchestrator.cli._common import (
     run_options,
     stopped_record,
 )
+
+if TYPE_CHECKING:
+    from orchestrator.agent import Session
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -30,7 +33,7 @@ def chat(**kwargs: Any) -> int:
 
     options = options_from_flags(**kwargs)
     # A turn may leave items open: the person speaks next, so the board does not hold it.
-    session = new_session(options, anthropic_model(options), settle_plan=False)
+    session = new_session(options, anthropic_model(options), settle_plan=False, turns=True)
     stopped = stopped_record()
 
     def report_now() -> report.RunReport:
@@ -41,7 +44,7 @@ def chat(**kwargs: Any) -> int:
             run_turn=session.turn,
             board=session.board,
             model=lambda: session.model_name,
-            set_model=session.set_model,
+            set_model=lambda name: _switch(session, name),
             clear=session.clear,
             close=session.close,
             cost_line=lambda: report_now().cost_line(),
@@ -50,3 +53,14 @@ def chat(**kwargs: Any) -> int:
         ),
         history=state_dir() / "chat_history",
     )
+
+
+def _switch(session: Session, name: str) -> str | None:
+    """``/model NAME``: None when switched, else why not (the endpoint does not know NAME)."""
+    from orchestrator.agent import SettingsError
+
+    try:
+        session.set_model(name)
+    except SettingsError as error:
+        return str(error)
+    return None
