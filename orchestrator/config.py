@@ -229,6 +229,8 @@ class _Setting:
     secret: bool = False
     #: One line for ``--help`` and docs/cli.md.
     help: str = ""
+    #: What the flag's value is, for ``--help`` (``FILE``, ``USD``); else one from the default.
+    metavar: str = ""
 
     @property
     def flag(self) -> str:
@@ -244,6 +246,7 @@ SETTINGS: tuple[_Setting, ...] = (
         DEFAULT_MODEL,
         ("ORCHESTRATOR_MODEL", "ANTHROPIC_MODEL"),
         help="Model name sent to the Messages API.",
+        metavar="NAME",
     ),
     _Setting(
         "max_rounds",
@@ -258,6 +261,7 @@ SETTINGS: tuple[_Setting, ...] = (
         None,
         ("ORCHESTRATOR_MAX_COST",),
         help="End the run (failed) once it has spent this many US dollars [no limit].",
+        metavar="USD",
     ),
     _Setting(
         "max_duration",
@@ -265,6 +269,7 @@ SETTINGS: tuple[_Setting, ...] = (
         None,
         ("ORCHESTRATOR_MAX_DURATION",),
         help="End the run (failed) after this long: seconds, or 90s, 15m, 2h [no limit].",
+        metavar="DURATION",
     ),
     _Setting(
         "max_tokens",
@@ -328,6 +333,7 @@ SETTINGS: tuple[_Setting, ...] = (
         None,
         ("ORCHESTRATOR_BOARD",),
         help="Keep the plan in this JSON file: loaded at start, written after each update.",
+        metavar="FILE|URL",
     ),
     _Setting(
         "context_window",
@@ -335,6 +341,7 @@ SETTINGS: tuple[_Setting, ...] = (
         None,
         ("ORCHESTRATOR_CONTEXT_WINDOW",),
         help="The model's input window in tokens [asked of the Models API].",
+        metavar="TOKENS",
     ),
     _Setting(
         "compaction",
@@ -349,6 +356,7 @@ SETTINGS: tuple[_Setting, ...] = (
         "off",
         ("ORCHESTRATOR_THINKING",),
         help="Extended thinking: adaptive, off, or a token budget N.",
+        metavar="adaptive|off|TOKENS",
     ),
     _Setting(
         "effort",
@@ -386,6 +394,7 @@ SETTINGS: tuple[_Setting, ...] = (
         (),
         ("ORCHESTRATOR_RO_PATH",),
         help="Extra read-only paths for sandboxed bash (comma-separated).",
+        metavar="PATH",
     ),
     _Setting(
         "env",
@@ -393,6 +402,7 @@ SETTINGS: tuple[_Setting, ...] = (
         (),
         ("ORCHESTRATOR_ENV",),
         help="Environment variables passed into sandboxed bash (comma-separated names).",
+        metavar="NAME",
     ),
     _Setting(
         "max_processes",
@@ -432,6 +442,7 @@ SETTINGS: tuple[_Setting, ...] = (
         (),
         ("ORCHESTRATOR_AUTO_APPROVE",),
         help="Tools that run without asking, e.g. mcp__docs__search (comma-separated).",
+        metavar="TOOL",
     ),
     _Setting(
         "tools",
@@ -440,6 +451,7 @@ SETTINGS: tuple[_Setting, ...] = (
         ("ORCHESTRATOR_TOOLS",),
         help="Python modules whose @tool functions the model gets, e.g. mypkg.agent_tools "
         "(comma-separated; a project file's need trust).",
+        metavar="MODULE",
     ),
     # issue 25
     _Setting(
@@ -449,6 +461,7 @@ SETTINGS: tuple[_Setting, ...] = (
         ("ORCHESTRATOR_ALLOW_WRITE",),
         help="A protected path (git hooks or config, orchestrator.toml, .mcp.json) the model "
         "may write after all (a flag or your own config only, never a project file).",
+        metavar="PATH",
     ),
     # issue 24
     _Setting(
@@ -466,6 +479,7 @@ SETTINGS: tuple[_Setting, ...] = (
         ("ORCHESTRATOR_DONE_CHECK",),
         help="A command (run where bash runs) that must pass before the run may end done; "
         "its failure goes back to the model.",
+        metavar="COMMAND",
     ),
     _Setting(
         "done_check_retries",
@@ -481,6 +495,7 @@ SETTINGS: tuple[_Setting, ...] = (
         ("ORCHESTRATOR_COMPLETION_CHECK",),
         help="A command every todo item's completion must pass (unless the item has its own "
         "check), e.g. 'make test'.",
+        metavar="COMMAND",
     ),
     _Setting(
         "check_timeout",
@@ -497,6 +512,7 @@ SETTINGS: tuple[_Setting, ...] = (
         ("ORCHESTRATOR_AGENT",),
         help="This agent's name on a shared board (--board sqlite:///… or postgresql://…) "
         "[agent-PID].",
+        metavar="NAME",
     ),
     _Setting(
         "lease",
@@ -512,6 +528,7 @@ SETTINGS: tuple[_Setting, ...] = (
         ("ORCHESTRATOR_PRICE_PER_MTOK",),
         help="Dollars per million tokens 'in,out,cache_read,cache_write' [the model's list "
         "price from the built-in table].",
+        metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
     ),
     _Setting(
         "base_url",
@@ -519,6 +536,7 @@ SETTINGS: tuple[_Setting, ...] = (
         None,
         ("ANTHROPIC_BASE_URL",),
         help="Messages-API endpoint (a proxy, a gateway, the loopback test server).",
+        metavar="URL",
     ),
     _Setting(
         "api_key",

@@ -403,7 +403,7 @@ class LiveView:
         self._spinner = Spinner("dots", style="cyan")
         self._live: Live | None = None
         self._panel: _RenderedLines | None = None
-        self._panel_width = 0
+        self._panel_size = (0, -2)
         self._panel_at = 0.0
         self._pending: list[tuple[str, str]] = []  # (text, style) lines waiting for their batch
         self._printed_at = 0.0
@@ -480,20 +480,25 @@ class LiveView:
         parts: list[RenderableType] = [_StyledLines(list(self._pending))] if self._pending else []
         if self._partial:
             parts.append(Text(self._partial))
-        parts.append(self._rendered_panel())
         doing = self._activity.describe()
+        # The region must fit the terminal: rich cannot erase what scrolled off its top, so a
+        # taller one leaves stale copies in the scrollback and pushes the status line away.
+        room = self._console.height - len(self._pending) - bool(self._partial) - bool(doing) - 1
+        parts.append(self._rendered_panel(room))
         if doing:
             parts.append(Text(inert(doing), style="cyan"))
         return Group(*parts)
 
-    def _rendered_panel(self) -> _RenderedLines:
-        now, width = time.monotonic(), self._console.width
-        stale = now - self._panel_at >= 1 / REFRESH_PER_SECOND or width != self._panel_width
+    def _rendered_panel(self, room: int) -> _RenderedLines:
+        # Room to spare is no constraint: lines arriving must not redraw the panel each time.
+        fits = room >= len(self._items) + _PANEL_CHROME
+        now, size = time.monotonic(), (self._console.width, -1 if fits else room)
+        stale = now - self._panel_at >= 1 / REFRESH_PER_SECOND or size != self._panel_size
         if self._panel is None or stale:
-            panel = plan_panel(self._items, self._spinner)
-            options = self._console.options.update_width(width)
+            panel = plan_panel(self._items, self._spinner, max_lines=None if fits else room)
+            options = self._console.options.update_width(size[0])
             self._panel = _RenderedLines(self._console.render_lines(panel, options, pad=False))
-            self._panel_width, self._panel_at = width, now
+            self._panel_size, self._panel_at = size, now
         return self._panel
 
 
@@ -524,13 +529,33 @@ class Activity:
         return f"{self._what} {self._clock() - self._since:.0f} s"
 
 
-def plan_panel(items: Sequence[PlanItem], spinner: Spinner | None = None) -> Panel:
-    """The plan as a panel: one coloured row per item and a ``k/n`` progress bar."""
+#: Lines a panel takes besides its items: two borders, the progress bar, the activity line.
+_PANEL_CHROME = 4
+
+
+def plan_panel(
+    items: Sequence[PlanItem], spinner: Spinner | None = None, *, max_lines: int | None = None
+) -> RenderableType:
+    """The plan as a panel: one coloured row per item and a ``k/n`` progress bar.
+
+    Within ``max_lines`` (a small terminal) it shows the items around the one in progress and
+    says how many are hidden; with no room for a panel, one summary line.
+    """
+    done = sum(item.status == Status.COMPLETED for item in items)
+    total = len(items)
+    rows = len(items) if max_lines is None else max_lines - _PANEL_CHROME
+    if rows < 2 and items and max_lines is not None:
+        current = next((i for i in items if i.status == Status.IN_PROGRESS), None)
+        doing = f" · #{current.id}: {current.text}" if current is not None else ""
+        return Text(inert(f"plan {done}/{total}{doing}"), style="blue", overflow="ellipsis")
+    shown, above, below = _visible_items(items, rows)
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=3)
     grid.add_column()
     status_of = {item.id: item.status for item in items}
-    for item in items:
+    if above:
+        grid.add_row(Text("…", style="dim"), Text(f"{above} more above", style="dim"))
+    for item in shown:
         style = _STYLES[item.status]
         label = Text(
             inert(f"#{item.id}: {item.text}{item_annotations(item, status_of)}"), style=style
@@ -543,12 +568,33 @@ def plan_panel(items: Sequence[PlanItem], spinner: Spinner | None = None) -> Pan
             grid.add_row(Text(_MARKERS[item.status], style=style), Group(label, activity))
         else:
             grid.add_row(Text(_MARKERS[item.status], style=style), label)
-    done = sum(item.status == Status.COMPLETED for item in items)
-    total = len(items)
+    if below:
+        grid.add_row(Text("…", style="dim"), Text(f"{below} more below", style="dim"))
     footer = Table.grid(padding=(0, 1))
     footer.add_row(ProgressBar(total=max(total, 1), completed=done, width=30), f"{done}/{total}")
     body: RenderableType = Group(grid, footer) if items else Text("No todos.", style="dim")
     return Panel(body, title="plan", title_align="left", border_style="blue")
+
+
+def _visible_items(items: Sequence[PlanItem], rows: int) -> tuple[Sequence[PlanItem], int, int]:
+    """The items that fit in ``rows`` (a row says what is hidden on each cut side).
+
+    The window starts just above the item in progress (or the first one left to do), so what
+    the agent is on is always in sight.
+    """
+    if len(items) <= rows:
+        return items, 0, 0
+    focus = next(
+        (i for i, item in enumerate(items) if item.status == Status.IN_PROGRESS),
+        next((i for i, item in enumerate(items) if item.status == Status.PENDING), len(items) - 1),
+    )
+    room = max(rows - 2, 1)  # at most a "more above" and a "more below" row
+    start = min(max(focus - 1, 0), len(items) - room)
+    if start == 0:
+        room = min(rows - 1, len(items))  # nothing above: one more item fits
+    elif start + room >= len(items):
+        room, start = rows - 1, len(items) - (rows - 1)
+    return items[start : start + room], start, len(items) - start - room
 
 
 def print_timeline(rows: Sequence[RoundSummary], stream: TextIO | None = None) -> None:

@@ -94,3 +94,32 @@ def test_a_run_does_load_them(tmp_path: Path) -> None:
     loaded = _loaded_after(["demo", "--quiet", "--workdir", str(tmp_path / "demo")], tmp_path)
     assert "orchestrator.loop" in loaded
     assert "structlog" in loaded
+
+
+def _every_command() -> list[tuple[str, click.Command, click.Context]]:
+    found: list[tuple[str, click.Command, click.Context]] = []
+    waiting: list[tuple[str, click.Command, click.Context | None]] = [("orchestrator", cli, None)]
+    while waiting:
+        path, command, parent = waiting.pop()
+        context = click.Context(command, info_name=path.rsplit(maxsplit=1)[-1], parent=parent)
+        found.append((path, command, context))
+        if isinstance(command, click.Group):
+            for name in command.list_commands(context):
+                sub = command.get_command(context, name)
+                assert sub is not None
+                waiting.append((f"{path} {name}", sub, context))
+    return found
+
+
+def test_every_option_says_what_it_is_for_and_what_its_value_is() -> None:
+    vague = ("TEXT", "FLOAT", "INTEGER")
+    for path, command, context in _every_command():
+        for param in command.get_params(context):
+            if not isinstance(param, click.Option) or param.hidden:
+                continue
+            record = param.get_help_record(context)
+            assert record is not None
+            flags, text = record
+            assert text.strip(), f"{path} {flags}: no help"
+            if not param.is_flag:
+                assert not any(f" {word}" in flags for word in vague), f"{path}: {flags}"

@@ -442,9 +442,9 @@ def test_the_live_panel_is_not_rendered_again_for_every_line(
     rendered: list[int] = []
     real_panel = console_module.plan_panel
 
-    def counting_panel(*args: Any) -> Any:
+    def counting_panel(*args: Any, **kwargs: Any) -> Any:
         rendered.append(1)
-        return real_panel(*args)
+        return real_panel(*args, **kwargs)
 
     monkeypatch.setattr(console_module, "plan_panel", counting_panel)
     out = io.StringIO()
@@ -675,3 +675,51 @@ def test_a_diff_with_escape_codes_reaches_the_terminal_inert() -> None:
         view(event)
     assert "\x1b" not in stream.getvalue()
     assert "\x07" not in stream.getvalue()
+
+
+def _board_event(count: int, current: int) -> dict[str, Any]:
+    def status(number: int) -> Status:
+        if number < current:
+            return Status.COMPLETED
+        return Status.IN_PROGRESS if number == current else Status.PENDING
+
+    items = [
+        _item(str(n), f"Step number {n}", status(n), "Working on it") for n in range(1, count + 1)
+    ]
+    return {"event": "plan.updated", "revision": 1, "items": items}
+
+
+@pytest.mark.parametrize("rows", [15, 10, 24])
+def test_the_live_region_fits_a_small_terminal_and_keeps_the_status_line(rows: int) -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=80, height=rows)
+    view = LiveView(console)
+    view(_board_event(20, 12))
+    view({"event": "model.request", "round": 7})
+    lines = console.render_lines(view._renderable(), console.options, pad=False)
+    text = ["".join(segment.text for segment in line) for line in lines]
+    assert len(text) < rows, text  # one line left for the cursor: nothing scrolls off
+    assert text[-1].startswith("waiting for the model…")
+    shown = "\n".join(text)
+    assert "#12: Step number 12" in shown  # what the agent is on stays in sight
+    assert "more above" in shown
+    assert ("more below" in shown) == (rows < 24)  # at 24 rows the rest below fits
+
+
+def test_a_terminal_too_small_for_the_panel_gets_one_summary_line() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=80, height=5)
+    view = LiveView(console)
+    view(_board_event(20, 12))
+    lines = console.render_lines(view._renderable(), console.options, pad=False)
+    text = ["".join(segment.text for segment in line) for line in lines]
+    assert text == ["plan 11/20 · #12: Step number 12"]
+
+
+def test_a_board_that_fits_is_shown_whole() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=80, height=40)
+    view = LiveView(console)
+    view(_board_event(5, 2))
+    lines = console.render_lines(view._renderable(), console.options, pad=False)
+    shown = "\n".join("".join(segment.text for segment in line) for line in lines)
+    assert all(f"#{n}: Step number {n}" in shown for n in range(1, 6))
+    assert "more" not in shown

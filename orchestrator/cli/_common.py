@@ -53,7 +53,7 @@ def _setting_options() -> list[Decorator]:
                     setting.flag,
                     setting.name,
                     multiple=True,
-                    metavar="TEXT",
+                    metavar=setting.metavar or "TEXT",
                     help=text + " (repeatable)",
                 )
             )
@@ -67,7 +67,7 @@ def _setting_options() -> list[Decorator]:
                 type=kind,
                 default=None,
                 show_default=False,
-                metavar=None if kind else _metavar(setting.default),
+                metavar=None if kind else (setting.metavar or _metavar(setting.default)),
                 help=text,
             )
         )

@@ -25,7 +25,9 @@ EXIT_NOTHING_CLAIMABLE = 4
 
 _url = click.argument("url", metavar="URL")
 _as_json = click.option("--json", "as_json", is_flag=True, help="One JSON object (or line) out.")
-_agent = click.option("--agent", required=True, help="The agent (a name) doing this.")
+_agent = click.option(
+    "--agent", required=True, metavar="NAME", help="The agent (a name) doing this."
+)
 
 
 @contextmanager
@@ -96,7 +98,7 @@ def show(url: str, as_json: bool) -> int:
 @click.option(
     "--blocked-by", multiple=True, metavar="ID", help="An item this one waits for (repeatable)."
 )
-@click.option("--agent", default=None, help="Who adds it (recorded in the log).")
+@click.option("--agent", default=None, metavar="NAME", help="Who adds it (recorded in the log).")
 @_as_json
 def add(url: str, text: str, blocked_by: tuple[str, ...], agent: str | None, as_json: bool) -> int:
     """Add a pending item and print its id."""
@@ -114,6 +116,7 @@ def add(url: str, text: str, blocked_by: tuple[str, ...], agent: str | None, as_
     "--lease",
     type=click.FloatRange(min=1),
     default=120.0,
+    metavar="SECONDS",
     help="Seconds the claim holds unless renewed (claiming it again renews it).",
 )
 @_as_json

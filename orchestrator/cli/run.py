@@ -173,6 +173,7 @@ def _resumed_options(options: RunOptions, settings: LoopSettings) -> RunOptions:
     "--pace",
     type=click.FloatRange(min=0),
     default=None,
+    metavar="SECONDS",
     show_default="0.4 on a terminal, else 0",
     help="Seconds between scripted turns.",
 )

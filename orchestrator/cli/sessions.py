@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     default=None,
     help="Only this work directory's sessions.  [default: every work directory]",
 )
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=20, help="How many to list.")
+@click.option(
+    "--limit", "-n", type=click.IntRange(min=1), default=20, metavar="N", help="How many to list."
+)
 @click.option("--json", "as_json", is_flag=True, help="A JSON list of objects, for scripts.")
 def sessions(workdir: Path | None, limit: int, as_json: bool) -> int:
     """List recent sessions, newest first: time, status, rounds, cost, workdir, task, trace."""
@@ -47,6 +49,7 @@ _last = click.option("--last", is_flag=True, help="The newest session of this di
     "round_number",
     type=click.IntRange(min=0),
     default=None,
+    metavar="N",
     help="Only this round.  [default: every round]",
 )
 @click.option("--full", is_flag=True, help="Show tool inputs and outputs whole, not clipped.")

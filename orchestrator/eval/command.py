@@ -62,8 +62,15 @@ class _EvalGroup(FullHelpGroup):
 def _bound_option(name: str, default: float, text: str) -> Callable[[F], F]:
     """A per-run bound: a finite number above 0 (``nan`` or ``inf`` would switch it off)."""
     kind = click.FloatRange(min=0, min_open=True)
+    metavar = "USD" if name == "--max-cost" else "SECONDS"
     return click.option(
-        name, type=kind, default=default, show_default=True, help=text, callback=_finite
+        name,
+        type=kind,
+        default=default,
+        show_default=True,
+        help=text,
+        callback=_finite,
+        metavar=metavar,
     )
 
 
@@ -85,10 +92,35 @@ def eval_group() -> None:
 
 @eval_group.command(name="run")
 @click.argument("suite", required=False, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--arms", default=None, help="Comma-separated arms [the suite's, or board,no-board].")
-@click.option("--repeat", type=click.IntRange(1, MAX_REPEAT), default=3, show_default=True)
-@click.option("--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True)
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option(
+    "--arms",
+    default=None,
+    metavar="ARMS",
+    help="Comma-separated arms [the suite's, or board,no-board].",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, MAX_REPEAT),
+    default=3,
+    show_default=True,
+    metavar="N",
+    help="Runs of each task under each arm.",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, MAX_JOBS),
+    default=1,
+    show_default=True,
+    metavar="N",
+    help="Runs at once, each in its own work directory.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    metavar="DIRECTORY",
+    help="Where the results go (results.jsonl, traces, the report); a rerun resumes it.",
+)
 @click.option("--scripted", is_flag=True, help="Use the bundled scripted models, not the API.")
 @click.option(
     "--scripted-model",
@@ -97,9 +129,17 @@ def eval_group() -> None:
     show_default=True,
     help="Which scripted model --scripted uses.",
 )
-@click.option("--model", default=None, help="Model name [ANTHROPIC_MODEL].")
-@click.option("--task", "tasks", multiple=True, help="Run only this task (repeatable).")
-@click.option("--max-rounds", type=click.IntRange(min=1), default=None, help="[each task's]")
+@click.option("--model", default=None, metavar="NAME", help="Model name [ANTHROPIC_MODEL].")
+@click.option(
+    "--task", "tasks", multiple=True, metavar="NAME", help="Run only this task (repeatable)."
+)
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Rounds one run may take [each task's own].",
+)
 @_bound_option("--max-cost", 2.0, "US dollars one run may spend before it is failed.")
 @_bound_option("--run-timeout", 1800.0, "Seconds one run may take before it is failed.")
 @click.option(
