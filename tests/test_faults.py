@@ -116,7 +116,13 @@ def test_a_persistent_fault_fails_cleanly_and_resume_goes_on(
     err = capsys.readouterr().err
     failed_cleanly = code == 1 and "Traceback" not in err
     assert code == 1
-    failure_lines = [line for line in err.splitlines() if line.startswith("orchestrator:")]
+    # Besides the start's two lines (checking model…, the header), one line: the failure.
+    start = ("orchestrator: checking model ", "orchestrator: model ")
+    failure_lines = [
+        line
+        for line in err.splitlines()
+        if line.startswith("orchestrator:") and not line.startswith(start)
+    ]
     assert len(failure_lines) == 1 and "run failed" in failure_lines[0]
     last = _trace_events(trace)[-1]
     assert last["event"] == "run.finished" and last["status"] == "failed"

@@ -231,7 +231,8 @@ def test_an_untrusted_mcp_json_starts_nothing_and_says_so_in_one_line(tmp_path: 
     assert run.code == 0, run.stderr
     assert _calls(tmp_path) == []
     assert "mcp__notes__note" not in _tool_names(run.requests[0])
-    lines = [line for line in run.stderr.splitlines() if "mcp" in line]
+    # Not the header line: it names the work directory, whose path says "mcp" too.
+    lines = [line for line in run.stderr.splitlines() if "mcp" in line and "· workdir" not in line]
     assert len(lines) == 1 and "not trusted" in lines[0] and "--trust" in lines[0], run.stderr
     (event,) = run.events("mcp.server")
     assert (event["server"], event["status"]) == ("notes", "not_trusted")
