@@ -40,6 +40,15 @@ from orchestrator.config import (
 from orchestrator.console import View, choose_view
 from orchestrator.context import ContextManager, LimitsSource, resolve_limits, window_label
 from orchestrator.conversation import Conversation
+from orchestrator.hooks import (
+    Hook,
+    HookConfigError,
+    HookedTools,
+    HookRunner,
+    load_hooks,
+    stop_check,
+    task_completed_check,
+)
 from orchestrator.inert import inert
 from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
@@ -52,6 +61,7 @@ from orchestrator.protocols import (
     ModelLimits,
     Tool,
     ToolResult,
+    Tools,
     ToolSource,
     UnknownModel,
 )
@@ -87,6 +97,9 @@ class RunOptions:
     #: The MCP servers the files name, and whether the project's may start (issue 22).
     mcp_servers: tuple[McpServerConfig, ...] = ()
     mcp_trusted: bool = False
+    #: The hooks that may run (issue 24), and the project files whose hooks may not (untrusted).
+    hooks: tuple[Hook, ...] = ()
+    hooks_untrusted: tuple[str, ...] = ()
 
     @property
     def machine_output(self) -> bool:
@@ -117,13 +130,32 @@ def load_options(
         raise SettingsError(f"{_workdir_label(label)} {workdir}: no such directory")
     config = _trusted_config(workdir, settings, trust=trust, ask=ask, label=label)
     servers, trusted = _mcp_servers(workdir, trust=trust, ask=ask)
+    hooks, untrusted = _hooks(workdir, trust=trust)
     return RunOptions(
         workdir=workdir.resolve(),
         config=config,
         mcp_servers=servers,
         mcp_trusted=trusted,
+        hooks=hooks,
+        hooks_untrusted=untrusted,
         **options,
     )
+
+
+def _hooks(workdir: Path, *, trust: bool) -> tuple[tuple[Hook, ...], tuple[str, ...]]:
+    """The user's hooks, and the project's when the folder is trusted (they run commands)."""
+    from orchestrator.config import CONFIG_FILE, user_config_path
+
+    try:
+        hooks = load_hooks([(user_config_path(), False), (workdir / CONFIG_FILE, True)])
+        if trust or not any(hook.project for hook in hooks):
+            return hooks, ()
+        if TrustStore(trust_file()).trusts(workdir):
+            return hooks, ()
+    except (HookConfigError, TrustError) as error:
+        raise SettingsError(str(error)) from None
+    files = tuple(dict.fromkeys(hook.origin for hook in hooks if hook.project))
+    return tuple(hook for hook in hooks if not hook.project), files
 
 
 def _workdir_label(label: Callable[[str], str] | None) -> str:
@@ -281,6 +313,8 @@ class Session:
     _lock: SessionLock | None = None
     _run_id: str | None = None
     _loop: Loop | None = None
+    _hooks: HookRunner | None = None
+    _hook_context: str = ""
     _first_round: int = 0
     _stale: int = 0
 
@@ -354,16 +388,34 @@ class Session:
         self.header(self._header_line(limits))
         self._say_how_it_runs()
         self._protected = _snapshot(self.sandbox)
-        registry = self._registry(secrets)
+        self._loop = self._new_loop(settings, limits, self._hook_runner(run_id, path, secrets))
+        return self._loop
+
+    def _new_loop(self, settings: LoopSettings, limits: ModelLimits, hooks: HookRunner) -> Loop:
+        """The loop, its tools, checks and context keeper wired, the hooks where they meet it."""
+        config, resumed = self.options.config, self.resume_from
+        assert self._trace is not None
+        secrets = hooks.secrets
+        tools: Tools = self._registry(secrets)
+        if hooks.has("PreToolUse") or hooks.has("PostToolUse"):
+            tools = HookedTools(tools, hooks)
         run_check = self._check_runner(secrets)
         if isinstance(self.board, PlanBoard):
             self.board.run_check = run_check
             if self.board.default_check is None:
                 self.board.default_check = config.completion_check
-        self._loop = Loop(
+            if hooks.has("TaskCompleted"):
+                self.board.task_completed = task_completed_check(hooks)
+        return Loop(
             model=self.model,
-            tools=registry,
+            tools=tools,
             run_check=run_check,
+            stop_check=stop_check(hooks) if hooks.has("Stop") else None,
+            before_compact=(
+                (lambda: hooks.run("PreCompact", {"trigger": "auto"}))
+                if hooks.has("PreCompact")
+                else None
+            ),
             budget=self._budget,
             plan=self.board,
             log=self._trace.log,
@@ -383,7 +435,29 @@ class Session:
                 owners=dict(resumed.owners) if resumed is not None else {},
             ),
         )
-        return self._loop
+
+    def _hook_runner(self, run_id: str, trace: Path, secrets: Sequence[str]) -> HookRunner:
+        """The session's hooks, started with ``SessionStart``; said when a project's may not run."""
+        options = self.options
+        for origin in options.hooks_untrusted:
+            self.notice(
+                f"orchestrator: the hooks in {inert(origin)} do not run: this folder is not "
+                "trusted (pass --trust to trust it)"
+            )
+        self._hooks = runner = HookRunner(
+            options.hooks,
+            options.workdir,
+            session_id=run_id,
+            transcript_path=str(trace),
+            secrets=tuple(secrets),
+            notice=self.notice,
+        )
+        if runner.has("SessionStart"):
+            started = runner.run(
+                "SessionStart", {"source": "resume" if self.resume_from else "startup"}
+            )
+            self._hook_context = started.context
+        return runner
 
     def _loop_settings(self, limits: ModelLimits) -> LoopSettings:
         """A new run's settings; a resumed run's as its trace had them, amended by the flags."""
@@ -505,6 +579,11 @@ class Session:
         revision = self.board.revision
         if first and task is not None and self.resume_from is None:
             task = self._with_loaded_board(task)
+        if task is not None:
+            refused = self._prompt_hooks(task)
+            if isinstance(refused, RunOutcome):
+                return refused
+            task = refused
         with self.view:
             outcome = loop.run(task, first_round=self._first_round, rounds_since_update=self._stale)
         self._first_round, self._stale = outcome.rounds, 0
@@ -517,6 +596,19 @@ class Session:
         if outcome.status != "done":
             self.notice(f"orchestrator: run {outcome.status}: {inert(outcome.reason)}")
         return outcome
+
+    def _prompt_hooks(self, task: str) -> str | RunOutcome:
+        """The message as the ``UserPromptSubmit`` hooks leave it, or the turn they refuse."""
+        hooks, context = self._hooks, self._hook_context
+        self._hook_context = ""  # SessionStart's words go with the first message only
+        if hooks is not None and hooks.has("UserPromptSubmit"):
+            outcome = hooks.run("UserPromptSubmit", {"prompt": task})
+            if outcome.blocked:
+                reason = f"a UserPromptSubmit hook refused the message: {outcome.reason}"
+                self.notice(f"orchestrator: {inert(reason)}")
+                return RunOutcome("failed", self._first_round, reason, "")
+            context = "\n".join(part for part in (context, outcome.context) if part)
+        return f"{task}\n\n{context}" if context else task
 
     def _with_loaded_board(self, task: str) -> str:
         """The first message, with a board that started full (``--board``) rendered in it.
@@ -600,6 +692,9 @@ class Session:
         self.conversation = None
 
     def close(self) -> None:
+        if self._hooks is not None and self._hooks.has("SessionEnd"):
+            self._hooks.run("SessionEnd", {"reason": "exit"})
+        self._hooks = None
         if self.mcp is not None:  # before the trace: stopping may still log
             self.mcp.close()
         if isinstance(self.board, SharedBoard):

@@ -572,8 +572,9 @@ _WIDER: Mapping[str, tuple[str, ...]] = {
     "approval": ("deny", "ask", "edits", "auto"),
 }
 _NO_VALUE = object()
-#: Tables other modules read from the same files (``[mcp_servers.NAME]``: the MCP servers).
-_TABLES = frozenset({"mcp_servers"})
+#: Tables other modules read from the same files (``[mcp_servers.NAME]``: the MCP servers;
+#: ``[[hooks.EVENT]]``: the hooks).
+_TABLES = frozenset({"mcp_servers", "hooks"})
 
 
 def widens(name: str, value: object, baseline: object = _NO_VALUE) -> bool:

@@ -67,6 +67,8 @@ class _Chart:
     states: tuple[str, ...]
     initial: str
     transitions: tuple[Mapping[str, Any], ...]
+    #: Where the hooks meet the machine: (state, note), drawn as Mermaid notes.
+    notes: tuple[tuple[str, str], ...] = ()
 
     @property
     def title(self) -> str:
@@ -75,12 +77,18 @@ class _Chart:
 
 def _item_chart() -> _Chart:
     machine = ItemMachine()
-    return _Chart("item", tuple(machine.states), str(machine.initial), ITEM_TRANSITIONS)
+    notes = (("completed", "TaskCompleted hooks: part of check_passes"),)
+    return _Chart("item", tuple(machine.states), str(machine.initial), ITEM_TRANSITIONS, notes)
 
 
 def _loop_chart() -> _Chart:
     machine = LoopMachine()
-    return _Chart("loop", tuple(machine.states), str(machine.initial), LOOP_TRANSITIONS)
+    notes = (
+        ("dispatch", "PreToolUse and PostToolUse hooks around each call"),
+        ("done", "Stop hooks: a done-check beside --done-check"),
+        ("compact", "PreCompact hooks first"),
+    )
+    return _Chart("loop", tuple(machine.states), str(machine.initial), LOOP_TRANSITIONS, notes)
 
 
 @attrs.frozen
@@ -197,7 +205,10 @@ def _draw(chart: _Chart, fmt: DiagramFormat, visits: _Visits | None = None) -> s
         for state in visits.states:
             graph.set_node_style(state, _VISITED)
     source = str(graph.get_graph(title=chart.title).source)
-    return _tidy_mermaid(source) if fmt == "mermaid" else source.rstrip("\n")
+    if fmt != "mermaid":
+        return source.rstrip("\n")
+    notes = [f"  note right of {state} : {text}" for state, text in chart.notes]
+    return "\n".join([_tidy_mermaid(source), *notes])
 
 
 def _tidy_mermaid(source: str) -> str:

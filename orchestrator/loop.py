@@ -416,10 +416,16 @@ class Loop:
         context: ContextKeeper | None = None,
         run_check: Callable[[str], CheckResult] | None = None,
         budget: Callable[[], str | None] | None = None,
+        stop_check: Callable[[int], CheckResult | None] | None = None,
+        before_compact: Callable[[], object] | None = None,
     ) -> None:
         self.model, self.tools, self.plan, self.log = model, tools, plan, log
         #: Says why the run must end now (a cost or time budget spent); asked between rounds.
         self.budget = budget
+        #: The ``Stop`` hooks, a done-check after the command one (given the failures so far).
+        self.stop_check = stop_check
+        #: The ``PreCompact`` hooks, told before the conversation is compacted.
+        self.before_compact = before_compact
         #: Runs a check command where bash runs (the done-check).
         self.run_check = run_check
         self.settings = settings
@@ -559,17 +565,30 @@ class Loop:
             self._machine.fire(run, "finish")
 
     def _done_check(self, run: RunState) -> None:
-        """Run the done-check when the turn could otherwise end (the plan settled, or reminded)."""
+        """Run the done-checks when the turn could otherwise end (the plan settled, or reminded).
+
+        The command (``--done-check``) first, then the ``Stop`` hooks; the first that fails
+        decides, and replay reads the last one recorded.
+        """
         command = self.settings.done_check
-        if command is None or self.run_check is None:
+        if command is None and self.stop_check is None:
             return
         if run.settings.settle_plan and run.unfinished() and not run.reminded_unfinished:
             return  # the unfinished reminder comes first
-        run.check = check = self.run_check(command)
+        if command is not None and self.run_check is not None:
+            self._record_done_check(run, self.run_check(command))
+            if run.check is not None and not run.check.passed:
+                return
+        hooked = self.stop_check(run.done_check_failures) if self.stop_check else None
+        if hooked is not None:
+            self._record_done_check(run, hooked)
+
+    def _record_done_check(self, run: RunState, check: CheckResult) -> None:
+        run.check = check
         self.log.info(
             "loop.done_check",
             round=run.round,
-            command=command,
+            command=check.command,
             exit_code=check.exit_code,
             passed=check.passed,
             attempt=run.done_check_failures + 1,
@@ -605,6 +624,8 @@ class Loop:
     def _compact(self, run: RunState) -> None:
         assert self.context is not None
         context, model = self.context, self.model
+        if self.before_compact is not None:
+            self.before_compact()
 
         def summarize(request: JSONObject) -> str:
             return model.respond(request, lambda _text: None).text

@@ -469,9 +469,9 @@ class _ItemModel:
         return False  # no leases on a board of one agent
 
     def check_passes(self, event: EventData) -> bool:
-        return self.board.check_for(self) is None or (
-            self.checked is not None and self.checked.passed
-        )
+        if self.checked is not None:
+            return self.checked.passed
+        return self.board.check_for(self) is None
 
     def record_transition(self, event: EventData) -> None:
         assert event.transition is not None  # after_state_change only runs on a transition
@@ -824,6 +824,8 @@ class PlanBoard:
         self._rendered: tuple[int, str] | None = None
         #: Runs an item's acceptance check where bash runs; wired in by the session.
         self.run_check: Callable[[str], CheckResult] | None = None
+        #: The ``TaskCompleted`` hooks, asked after an item's own check passes (None: none).
+        self.task_completed: Callable[[JSONObject], CheckResult | None] | None = None
         #: Every item's check when it has none of its own (``completion_check``, the person's).
         self.default_check: str | None = None
         self._checked: list[ItemChecked] = []
@@ -1239,15 +1241,29 @@ class PlanBoard:
         for move in moves:
             model = move.model
             model.checked = None
-            command = self.check_for(model)
-            if "complete" not in move.triggers or command is None:
+            if "complete" not in move.triggers:
                 continue
-            if self.run_check is None:
-                result = CheckResult(command, 127, "no way to run checks here")
-            else:
-                result = self.run_check(command)
-            model.checked = result
-            self._checked.append(ItemChecked(model.id, result))
+            command = self.check_for(model)
+            if command is not None:
+                if self.run_check is None:
+                    result = CheckResult(command, 127, "no way to run checks here")
+                else:
+                    result = self.run_check(command)
+                model.checked = result
+                self._checked.append(ItemChecked(model.id, result))
+                if not result.passed:
+                    continue
+            hooked = (
+                None if self.task_completed is None else self.task_completed(self._asked(model))
+            )
+            if hooked is not None:
+                model.checked = hooked
+                self._checked.append(ItemChecked(model.id, hooked))
+
+    @staticmethod
+    def _asked(model: _ItemModel) -> JSONObject:
+        """The item as a ``TaskCompleted`` hook sees it: completed, as the update would leave it."""
+        return {**model.view().as_dict(), "status": Status.COMPLETED.value}
 
 
 def _check_unique(entries: Sequence[_Entry] | Sequence[PlanItem]) -> None:

@@ -22,6 +22,7 @@ import attrs
 from orchestrator.context.follow import OVERFLOW_STOP, ConversationFollower, SummaryMissing
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
+from orchestrator.hooks import TASK_COMPLETED_HOOK
 from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState
 from orchestrator.plan import (
     ITEM_TRANSITIONS,
@@ -191,6 +192,7 @@ class Replay:
             if isinstance(self._board, PlanBoard):
                 self._todo = ToolRegistry([TodoTool(self._board)])
                 self._board.run_check = self._recorded_check
+                self._board.task_completed = self._recorded_hook_check
         if event.get("task") is None:
             self._guard = RepeatGuard()  # a resumed run starts with a fresh guard, as resume does
         settings = _settings_at(event, self.trace, line.number)
@@ -286,6 +288,13 @@ class Replay:
         return CheckResult(
             str(event.get("command", "")), int(event.get("exit_code", 1)), str(event.get("output"))
         )
+
+    def _recorded_hook_check(self, item: JSONObject) -> CheckResult | None:
+        """The recorded ``TaskCompleted`` hooks' outcome, when the run had such hooks."""
+        upcoming = self._checks[0].event.get("command", "") if self._checks else ""
+        if str(upcoming).startswith(TASK_COMPLETED_HOOK):
+            return self._recorded_check(str(upcoming))
+        return None
 
     def _on_done_check(self, line: TraceLine) -> Divergence | None:
         # The command is never run again: its recorded outcome decides the guard, as it did.
