@@ -87,7 +87,9 @@ class UsageTotals:
         self.rounds += 1
         self.model = str(event.get("model") or self.model)
         served = self.by_model.setdefault(self.model, dict.fromkeys(USAGE_KEYS, 0))
-        reported = event.get("usage") or {}
+        reported = event.get("usage")
+        if not isinstance(reported, Mapping):
+            reported = {}  # an edited trace: a round without counts, not a crash
         for key in USAGE_KEYS:
             value = reported.get(key)
             if isinstance(value, int):

@@ -9,6 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from orchestrator.plan import CheckFailedError, PlanBoard, PlanError
+from orchestrator.protocols import CheckResult
 from tests.test_done_guards import _events, _replays, _run
 
 
@@ -88,3 +93,73 @@ def test_a_persons_check_from_the_board_file_cannot_be_dropped(tmp_path: Path) -
     saved = json.loads(board.read_text())["items"][0]
     assert (saved["status"], saved["check"]) == ("in_progress", "test -f shipped")
     assert done.returncode == 3  # the plan was left unfinished
+
+
+# --- a refused update, whatever refused it, changes nothing (hypothesis) ------------------------
+
+_IDS = ("1", "2", "3", "4")
+_COMMANDS = ("check-a", "check-b", "check-c")
+_STATUSES = ("pending", "in_progress", "completed", "cancelled")
+
+
+@st.composite
+def _updates(draw: st.DrawFn) -> dict[str, Any]:
+    ids = draw(st.lists(st.sampled_from(_IDS), min_size=1, max_size=4, unique=True))
+    items = []
+    for item_id in ids:
+        item: dict[str, Any] = {"id": item_id, "text": f"Step {item_id}"}
+        item["status"] = draw(st.sampled_from(_STATUSES))
+        check = draw(st.sampled_from((None, *_COMMANDS)))
+        if check is not None:
+            item["check"] = check
+        items.append(item)
+    return {"items": items, "merge": draw(st.booleans())}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    updates=st.lists(_updates(), min_size=1, max_size=8),
+    failing=st.frozensets(st.sampled_from(_COMMANDS)),
+    hooked=st.booleans(),
+)
+def test_a_refused_update_for_any_reason_leaves_the_board_as_it_was(
+    updates: list[dict[str, Any]], failing: frozenset[str], hooked: bool
+) -> None:
+    board = PlanBoard()
+    board.run_check = lambda command: CheckResult(command, 1 if command in failing else 0, "")
+    if hooked:  # a TaskCompleted hook that refuses item 4 whatever its check says
+        board.task_completed = lambda item: CheckResult(
+            "TaskCompleted hook x", 2 if item["id"] == "4" else 0, "no"
+        )
+    for update in updates:
+        before = (board.items, board.revision, board.render())
+        completing = {
+            entry["id"]
+            for entry in update["items"]
+            if entry["status"] == "completed"
+            and not any(i.id == entry["id"] and str(i.status) == "completed" for i in board.items)
+        }
+        try:
+            board.apply(update)
+        except PlanError as error:
+            assert (board.items, board.revision, board.render()) == before, type(error)
+            continue
+        # Accepted: every item it completed had its check pass, and the hook's word.
+        now = {item.id: item for item in board.items}
+        for item_id in completing & set(now):
+            assert now[item_id].check not in failing
+            assert not (hooked and item_id == "4")
+
+
+def test_a_failing_check_is_the_refusal_named_for_it() -> None:
+    board = PlanBoard()
+    board.run_check = lambda command: CheckResult(command, 3, "boom")
+    board.apply({"items": [{"id": "1", "text": "x", "status": "in_progress", "check": "c"}]})
+    before = (board.items, board.revision)
+    try:
+        board.apply({"merge": True, "items": [{"id": "1", "status": "completed"}]})
+    except CheckFailedError as error:
+        assert "exit 3" in str(error) or "3" in str(error)
+    else:
+        raise AssertionError("completed past a failing check")
+    assert (board.items, board.revision) == before

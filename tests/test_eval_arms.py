@@ -16,6 +16,10 @@ def test_each_documented_name_sets_what_it_says() -> None:
     assert parse_arm("lenient+reminder=3") == Arm(
         "lenient+reminder=3", plan_policy="lenient", reminder_threshold=3
     )
+    assert parse_arm("checks") == Arm("checks", checks=True)
+    assert parse_arm("checks+reminder=5") == Arm(
+        "checks+reminder=5", checks=True, reminder_threshold=5
+    )
 
 
 def test_a_list_keeps_its_order() -> None:

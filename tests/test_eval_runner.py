@@ -106,6 +106,28 @@ def test_the_board_arm_given_the_same_script_sends_both(tmp_path: Path) -> None:
     assert row["reminders"] == 2
 
 
+def test_the_checks_arm_refuses_a_completion_until_the_tasks_check_passes(
+    tmp_path: Path,
+) -> None:
+    done = {"merge": True, "items": [{"id": "1", "status": "completed"}]}
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "todo", "input": PLAN}]},
+        {"tool_calls": [{"name": "todo", "input": done}]},  # notes.txt is not there yet
+        {"tool_calls": [{"name": "write_file", "input": {"path": "notes.txt", "content": "n"}}]},
+        {"tool_calls": [{"name": "todo", "input": done}]},
+        {"text": "Done."},
+    ]
+    row, requests = _run_through_server(tmp_path, "checks", turns)
+    refused = requests[2]["messages"][-1]["content"][0]
+    assert refused["is_error"] is True and "test -f notes.txt" in str(refused["content"])
+    accepted = requests[4]["messages"][-1]["content"][0]
+    assert accepted["is_error"] is False and "(1/1 completed)" in str(accepted["content"])
+    assert (row["status"], row["success"]) == ("done", True)
+    # The board arm, given the same script, takes the early completion as it comes.
+    _, requests = _run_through_server(tmp_path, "board", turns)
+    assert requests[2]["messages"][-1]["content"][0]["is_error"] is False
+
+
 def test_row_counts_are_those_of_the_trace(tmp_path: Path) -> None:
     turns: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "todo", "input": PLAN}]},

@@ -3,9 +3,10 @@
 An arm is named on the command line (``--arms board,no-board``) or in a suite (``arms = [...]``).
 Names are ``board`` (the todo tool and the reminder, as ``orchestrator run`` has them),
 ``no-board`` (neither; the system prompt loses its line about the todo tool, everything else is
-the same), ``reminder=N`` (the board, reminding after N stale rounds) and ``strict`` /
-``lenient`` (the board under that plan policy). Modifiers combine with ``+``:
-``lenient+reminder=10``.
+the same), ``reminder=N`` (the board, reminding after N stale rounds), ``strict`` /
+``lenient`` (the board under that plan policy) and ``checks`` (the board, every item guarded
+by the task's own check: an item completes only when the check passes). Modifiers combine with
+``+``: ``lenient+reminder=10``, ``checks+reminder=5``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Arm:
     board: bool = True
     reminder_threshold: int | None = None
     plan_policy: str | None = None
+    #: Every item's completion guarded by the task's check (``completion_check``).
+    checks: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.plan_policy is not None and self.plan_policy not in POLICIES:
@@ -51,14 +54,16 @@ def parse_arm(name: str) -> Arm:
         match = _REMINDER.fullmatch(part)
         if part == "board":
             continue
-        if part in POLICIES:
+        if part == "checks":
+            arm = attrs.evolve(arm, checks=True)
+        elif part in POLICIES:
             arm = attrs.evolve(arm, plan_policy=part)
         elif match is not None:
             arm = attrs.evolve(arm, reminder_threshold=int(match.group(1)))
         else:
             raise ArmError(
-                f"unknown arm {name!r}; arms are board, no-board, reminder=N, strict, lenient "
-                "(combine board modifiers with +, e.g. lenient+reminder=10)"
+                f"unknown arm {name!r}; arms are board, no-board, reminder=N, strict, lenient, "
+                "checks (combine board modifiers with +, e.g. lenient+reminder=10)"
             )
     return arm
 

@@ -17,6 +17,7 @@ import errno
 import hashlib
 import os
 import selectors
+import shlex
 import shutil
 import signal
 import stat
@@ -459,6 +460,11 @@ def _session(spec: RunSpec, workdir: Path, model: Model, tally: TraceTally) -> R
         "max_processes": harness.max_processes,
         "max_memory": harness.max_memory,
     }
+    if arm.checks:
+        # The check runs where bash runs; `python` in it is orchestrator's, as in run_check.
+        python = shlex.quote(str(Path(sys.executable).parent))
+        flags["completion_check"] = f'PATH={python}:"$PATH" {spec.task.check}'
+        flags["check_timeout"] = spec.task.check_timeout
     config = load_config(workdir, flags, env={}, user_file=False)
     trace = Path(spec.trace)
     trace.parent.mkdir(parents=True, exist_ok=True)
