@@ -9,7 +9,9 @@ first use, so ``import orchestrator`` (and every CLI start) stays cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -29,15 +31,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'orchestrator' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOMES)
 
 
 def __dir__() -> list[str]:

@@ -7,7 +7,6 @@ driven through the real CLI, the real SDK and the loopback Messages-API server.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import pytest
 from orchestrator.hooks import Hook, HookConfigError, HookRunner, load_hooks
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
+from tests.test_cli import _environment
 
 TIMEOUT = 120
 
@@ -193,20 +193,13 @@ def test_hook_output_is_redacted(tmp_path: Path) -> None:
 # --- through the CLI --------------------------------------------------------------------------
 
 
-def _environment(server: MessagesServer, config_dir: Path) -> dict[str, str]:
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
-    }
-    env.update(
+def _env(server: MessagesServer, config_dir: Path) -> dict[str, str]:
+    return _environment(
         ANTHROPIC_API_KEY="test-key",
         ANTHROPIC_BASE_URL=server.base_url,
         ORCHESTRATOR_CONFIG_DIR=str(config_dir),
         ORCHESTRATOR_STATE_DIR=str(config_dir / "state"),
-        NO_COLOR="1",
     )
-    return env
 
 
 def _run(
@@ -223,7 +216,7 @@ def _run(
                 *(sys.executable, "-m", "orchestrator", "run", "Do it", "--workdir", str(work)),
                 *("--trace", str(trace), "--yes", "--sandbox", "workdir", *flags),
             ],
-            env=_environment(server, tmp_path / "config"),
+            env=_env(server, tmp_path / "config"),
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
             capture_output=True,

@@ -8,8 +8,9 @@ probe (``config``, ``doctor``) or a helper module does not load bash and the fil
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orchestrator._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from orchestrator.protocols import Tool
@@ -50,13 +51,7 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'orchestrator.tools' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"orchestrator.tools.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, {name: f"{__name__}.{home}" for name, home in _HOMES.items()})
 
 
 def standard_tools(
