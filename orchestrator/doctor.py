@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from orchestrator.config import Config, Invalid, mask
@@ -78,19 +78,22 @@ def report(
     say: Callable[[str], None],
     *,
     invalid: Sequence[Invalid] = (),
+    untrusted: Collection[str] = (),
 ) -> int:
     """Print the checks, one line each; return 0 when every one passes, else 1.
 
     ``invalid`` are settings whose values did not parse (``config`` holds their defaults): each
-    is a failed check on the line of the check it belongs to.
+    is a failed check on the line of the check it belongs to. ``untrusted`` are settings an
+    untrusted project file widens: ``config`` shows them, but the key is never sent to a base
+    URL the project chose without trust.
     """
     bad = {setting.name for setting in invalid}
     for setting in invalid:
         say(f"{_CHECK_OF.get(setting.name, 'settings')}: invalid: {inert(str(setting))}")
     checks = [
         True if bad & {"api_key", "auth_token"} else _key_check(config, say),
-        True if "base_url" in bad else _base_url_check(config, say),
-        _model_check(config, say, base_url_ok="base_url" not in bad),
+        True if "base_url" in bad else _base_url_check(config, say, "base_url" in untrusted),
+        _model_check(config, say, skip_because=_base_url_problem(bad, untrusted)),
         _state_dir_check(workdir, say),
         _sandbox_checks(workdir, config, say),
     ]
@@ -111,23 +114,38 @@ def _key_check(config: Config, say: Callable[[str], None]) -> bool:
     return True
 
 
-def _base_url_check(config: Config, say: Callable[[str], None]) -> bool:
+def _base_url_check(config: Config, say: Callable[[str], None], untrusted: bool) -> bool:
+    """Where requests go; one an untrusted project file chose fails (a run refuses it)."""
     if config.base_url is None:
         say(f"base URL: {DEFAULT_BASE_URL} (default)")
-    else:
-        say(f"base URL: {inert(config.base_url)} ({inert(config.sources['base_url'])})")
+        return True
+    shown = f"base URL: {inert(config.base_url)} ({inert(config.sources['base_url'])})"
+    if untrusted:
+        say(f"{shown}: the folder is not trusted, so a run refuses it")
+        return False
+    say(shown)
     return True
 
 
-def _model_check(config: Config, say: Callable[[str], None], *, base_url_ok: bool) -> bool:
+def _base_url_problem(invalid: Collection[str], untrusted: Collection[str]) -> str | None:
+    """Why the model must not be asked at the base URL in ``config``, if it must not."""
+    if "base_url" in invalid:
+        return "the base URL is invalid"
+    if "base_url" in untrusted:
+        # A repo's file must not learn the user's key by pointing doctor at its own host.
+        return "the base URL comes from an untrusted project file"
+    return None
+
+
+def _model_check(config: Config, say: Callable[[str], None], *, skip_because: str | None) -> bool:
     """Ask the endpoint's Models API about the model, within :data:`MODEL_CHECK_SECONDS` a try.
 
     A 404 means the endpoint does not know the model (the service answers so for a name it
     does not serve); any other failure says the model could not be checked.
     """
     named = f"{inert(config.model)} ({inert(config.sources['model'])})"
-    if not base_url_ok:
-        say(f"model: {named} not checked: the base URL is invalid")
+    if skip_because is not None:
+        say(f"model: {named} not checked: {skip_because}")
         return False
     if not (config.api_key or config.auth_token):
         # The key's own line already fails; the model is simply unknown yet.
@@ -160,8 +178,17 @@ def _model_check(config: Config, say: Callable[[str], None], *, base_url_ok: boo
         if cause is None:  # it answered, without a window: a run falls back and says so
             say(f"model: {named} known to the endpoint, which gives no window ({reason})")
             return True
-        if isinstance(cause, anthropic.APIConnectionError):
-            say(f"model: {named} not checked: the endpoint did not answer ({reason})")
+        if isinstance(cause, anthropic.APITimeoutError):
+            tries = min(1, config.max_retries) + 1
+            seconds = min(config.timeout, MODEL_CHECK_SECONDS)
+            say(
+                f"model: {named} not checked: the endpoint did not answer "
+                f"(timed out, {tries} {'try' if tries == 1 else 'tries'} of {seconds:g} s)"
+            )
+        elif isinstance(cause, anthropic.APIConnectionError):
+            # The SDK says only "Connection error."; the transport's error names the cause.
+            detail = inert(str(cause.__cause__ or cause))
+            say(f"model: {named} not checked: the endpoint cannot be reached ({detail})")
         else:
             say(f"model: {named} not checked: {reason}")
         return False

@@ -147,10 +147,25 @@ def test_doctor_against_a_silent_endpoint_ends_and_says_it_did_not_answer(
 ) -> None:
     done = _doctor(tmp_path, ANTHROPIC_API_KEY=API_KEY, ANTHROPIC_BASE_URL=silent_endpoint)
     assert done.returncode == 1
-    model = _line(done.stdout, "model: ")
-    assert model.startswith(f"model: {MODEL} (ORCHESTRATOR_MODEL) not checked: the endpoint did")
-    assert "timed out" in model.lower()
+    assert _line(done.stdout, "model: ") == (
+        f"model: {MODEL} (ORCHESTRATOR_MODEL) not checked: the endpoint did not answer "
+        "(timed out, 2 tries of 4.5 s)"
+    )
     assert _line(done.stdout, "in effect (sandbox = ")  # the checks after it still ran
+
+
+def test_doctor_names_why_an_endpoint_cannot_be_reached(tmp_path: Path) -> None:
+    # A port just freed: connecting is refused at once.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = _doctor(
+        tmp_path, ANTHROPIC_API_KEY=API_KEY, ANTHROPIC_BASE_URL=f"http://127.0.0.1:{port}"
+    )
+    assert done.returncode == 1
+    model = _line(done.stdout, "model: ")
+    assert model.startswith(f"model: {MODEL} (ORCHESTRATOR_MODEL) not checked: the endpoint cannot")
+    assert "Connection refused" in model
 
 
 def test_doctor_fails_a_state_directory_that_cannot_be_created(tmp_path: Path) -> None:
@@ -196,6 +211,26 @@ def test_doctor_flags_a_bad_setting_on_its_check_and_shows_the_rest(tmp_path: Pa
     assert "'ftp://\\x1b]52;c;evil\\x07host'" in url  # shown as visible escapes
     assert _line(done.stdout, "model: ").endswith("not checked: the base URL is invalid")
     assert _line(done.stdout, "key: ") == "key: ANTHROPIC_API_KEY set (sk-ant…9XYZ)"
+
+
+def test_doctor_never_sends_the_key_to_an_untrusted_project_files_base_url(
+    tmp_path: Path, server: MessagesServer
+) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "orchestrator.toml").write_text(
+        f'base_url = "{server.base_url}"\n', encoding="utf-8"
+    )
+    done = _doctor(tmp_path, ANTHROPIC_API_KEY=API_KEY)
+    assert done.returncode == 1
+    assert "base_url may only be set by a trusted folder's file" in done.stderr
+    assert _line(done.stdout, "base URL: ").endswith(
+        ": the folder is not trusted, so a run refuses it"
+    )
+    assert _line(done.stdout, "model: ").endswith(
+        "not checked: the base URL comes from an untrusted project file"
+    )
+    assert server.model_lookups == [] and server.request_headers == []
 
 
 # --- config -------------------------------------------------------------------------------------

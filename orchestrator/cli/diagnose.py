@@ -28,7 +28,7 @@ def show_config(workdir: Path) -> int:
     from orchestrator.doctor import sandbox_in_effect
     from orchestrator.inert import inert
 
-    config, invalid = _inspected_config(workdir)
+    config, invalid, _ = _inspected_config(workdir)
     # Values, sources and paths come from the environment and files: inert for the terminal.
     rows = [(name, inert(value), inert(source)) for name, value, source in config.shown(invalid)]
     width = max(len(name) for name, _, _ in rows)
@@ -64,14 +64,15 @@ def doctor(workdir: Path) -> int:
     """
     from orchestrator.doctor import report
 
-    config, invalid = _inspected_config(workdir)
-    return report(workdir, config, click.echo, invalid=invalid)
+    config, invalid, untrusted = _inspected_config(workdir)
+    return report(workdir, config, click.echo, invalid=invalid, untrusted=untrusted)
 
 
-def _inspected_config(workdir: Path) -> tuple[Config, tuple[Invalid, ...]]:
+def _inspected_config(workdir: Path) -> tuple[Config, tuple[Invalid, ...], tuple[str, ...]]:
     """The settings as a run would see them; an untrusted file's widening is shown, flagged.
 
     A value that does not parse is collected, not raised: both commands show it and go on.
+    The last item names the settings an untrusted project file widens (a run refuses them).
     """
     from orchestrator.config import ConfigError, UntrustedConfig, inspect_config
     from orchestrator.trust import TrustError, TrustStore, trust_file
@@ -79,9 +80,9 @@ def _inspected_config(workdir: Path) -> tuple[Config, tuple[Invalid, ...]]:
     try:
         trusted = TrustStore(trust_file()).trusts(workdir)
         try:
-            return inspect_config(workdir, trusted=trusted)
+            return (*inspect_config(workdir, trusted=trusted), ())
         except UntrustedConfig as error:
             click.echo(f"warning: {inert(str(error))} (a run refuses to start)", err=True)
-            return inspect_config(workdir, trusted=True)
+            return (*inspect_config(workdir, trusted=True), tuple(error.names))
     except (ConfigError, TrustError) as error:
         raise InputError(str(error)) from None
