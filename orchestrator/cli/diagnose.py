@@ -11,7 +11,11 @@ from orchestrator.config import Config, Invalid
 from orchestrator.inert import inert
 
 
-@click.command(name="config", context_settings=CONTEXT_SETTINGS)
+@click.command(
+    name="config",
+    context_settings=CONTEXT_SETTINGS,
+    short_help="The settings in effect, where each comes from, bad ones flagged.",
+)
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -49,7 +53,10 @@ def show_config(workdir: Path) -> int:
     return 0
 
 
-@click.command(context_settings=CONTEXT_SETTINGS)
+@click.command(
+    context_settings=CONTEXT_SETTINGS,
+    short_help="Check the key, base URL, model, state directory and sandbox.",
+)
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
