@@ -13,7 +13,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -630,10 +630,17 @@ class Config:
         """These ``values`` instead, each said to come from ``source``."""
         return Config({**self.values, **values}, {**self.sources, **dict.fromkeys(values, source)})
 
-    def shown(self) -> list[tuple[str, str, str]]:
-        """(name, value, source) rows with secrets masked, for ``orchestrator config``."""
+    def shown(self, invalid: Sequence[Invalid] = ()) -> list[tuple[str, str, str]]:
+        """(name, value, source) rows with secrets masked, for ``orchestrator config``.
+
+        A setting in ``invalid`` shows the value as given, not the default standing in for it.
+        """
+        given = {bad.name: bad.raw for bad in invalid}
         rows = []
         for setting in SETTINGS:
+            if setting.name in given:
+                rows.append((setting.name, given[setting.name], self.sources[setting.name]))
+                continue
             value = self.values[setting.name]
             text = "(not set)" if value is None else _shown_value(value)
             if setting.secret and value is not None:
@@ -668,6 +675,25 @@ def mask(secret: str) -> str:
     return secret[:6] + "…" + secret[-4:] if len(secret) > 14 else "…" * 3
 
 
+@attrs.frozen
+class Invalid:
+    """A setting whose value does not parse: where it came from, what it was, what was wanted."""
+
+    name: str
+    source: str
+    #: The value as given, already masked when the setting is a secret.
+    raw: str
+    #: What the setting takes, e.g. ``a whole number of at least 1``.
+    expected: str
+    secret: bool = False
+
+    def __str__(self) -> str:
+        """The one line :func:`load_config` refuses the value with."""
+        if self.secret:  # not even masked: the error line goes to logs and CI output
+            return f"{self.source}: {self.name} must be {self.expected}"
+        return f"{self.source}: {self.name} must be {self.expected}, got {self.raw}"
+
+
 def load_config(
     workdir: Path,
     flags: Mapping[str, Any] | None = None,
@@ -683,6 +709,45 @@ def load_config(
     With ``trusted=False`` a project file that moves the key or widens the sandbox raises
     :class:`UntrustedConfig` instead of taking effect.
     """
+    config, invalid, untrusted = _resolve(workdir, flags, env, user_file=user_file, label=label)
+    if invalid:  # the first, in the table's order: one line names it
+        raise ConfigError(str(invalid[0]))
+    if untrusted and not trusted:
+        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted)
+    return config
+
+
+def inspect_config(
+    workdir: Path,
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    user_file: bool = True,
+    trusted: bool = True,
+    label: Callable[[str], str] | None = None,
+) -> tuple[Config, tuple[Invalid, ...]]:
+    """:func:`load_config`, but a value that does not parse is collected instead of raised.
+
+    Each such setting takes its default in the returned config (its source stays the place
+    that gave the bad value), so ``config`` can still show the whole table and ``doctor`` can
+    still check the rest. A file that cannot be read at all still raises :class:`ConfigError`,
+    and an untrusted widening :class:`UntrustedConfig`, as :func:`load_config` does.
+    """
+    config, invalid, untrusted = _resolve(workdir, flags, env, user_file=user_file, label=label)
+    if untrusted and not trusted:
+        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted)
+    return config, invalid
+
+
+def _resolve(
+    workdir: Path,
+    flags: Mapping[str, Any] | None,
+    env: Mapping[str, str] | None,
+    *,
+    user_file: bool,
+    label: Callable[[str], str] | None,
+) -> tuple[Config, tuple[Invalid, ...], list[str]]:
+    """Every setting's value and source, the values that did not parse, and the widenings."""
     env = os.environ if env is None else env
     file_values, file_name = _read_file(workdir / CONFIG_FILE)
     if "allow_write" in file_values:
@@ -694,6 +759,7 @@ def load_config(
     user_values, user_name = _read_file(user_config_path(env)) if user_file else ({}, "")
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    invalid: list[Invalid] = []
     # What each setting the project file sets would be without it: the user's file, else the
     # default (flags and variables win over the file, so they never reach this).
     baselines: dict[str, Any] = {}
@@ -711,28 +777,25 @@ def load_config(
             values[setting.name], sources[setting.name] = setting.default, "default"
             continue
         source, raw = candidates[0]
+        sources[setting.name] = source
+        try:
+            values[setting.name] = setting.parse(raw)
+        except ValueError as error:
+            shown = mask(str(raw)) if setting.secret else repr(raw)
+            invalid.append(Invalid(setting.name, source, shown, str(error), setting.secret))
+            values[setting.name] = setting.default
+            continue
         if source.startswith(file_name):
             baselines[setting.name] = setting.default
             if setting.name in user_values:
                 with contextlib.suppress(ValueError):  # a value of the user's it cannot read: unset
                     baselines[setting.name] = setting.parse(user_values[setting.name])
-        try:
-            values[setting.name] = setting.parse(raw)
-        except ValueError as error:
-            raise ConfigError(
-                f"{source}: {setting.name} must be {error}, got {raw!r}"
-                if not setting.secret
-                else f"{source}: {setting.name} must be {error}"
-            ) from None
-        sources[setting.name] = source
     untrusted = [
         name
         for name, source in sources.items()
         if name in baselines and widens(name, values[name], baselines[name])
     ]
-    if untrusted and not trusted:
-        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted)
-    return Config(values, sources)
+    return Config(values, sources), tuple(invalid), untrusted
 
 
 def _read_file(path: Path) -> tuple[Mapping[str, Any], str]:

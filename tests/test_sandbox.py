@@ -481,10 +481,26 @@ def test_userns_hint_names_the_setting_and_the_fix() -> None:
     assert "user" in hint and "--sandbox workdir" in hint
 
 
+def _doctor(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """``doctor`` with a key and an endpoint that knows the model, so only the sandbox decides."""
+    script = parse_script({"name": "doctor", "turns": [{"text": "unused"}]}, source="test")
+    with MessagesServer(script) as server:
+        return _cli(
+            ["doctor", "--workdir", str(tmp_path)],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"),
+            **extra,
+        )
+
+
 def test_doctor_says_which_bwrap_and_whether_it_works(tmp_path: Path, broken_bwrap: Path) -> None:
-    done = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path)
-    assert done.returncode == 0, done.stderr
+    done = _doctor(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The key, base URL, model and state directory come first (tests/test_doctor.py).
     lines = done.stdout.splitlines()
+    lines = lines[next(i for i, line in enumerate(lines) if line.startswith("bwrap: ")) :]
     assert lines[0] == f"bwrap: {broken_bwrap} (from PATH), version unknown" or lines[0].startswith(
         f"bwrap: {broken_bwrap} (from PATH)"
     )
@@ -492,7 +508,7 @@ def test_doctor_says_which_bwrap_and_whether_it_works(tmp_path: Path, broken_bwr
     # The per-call control groups, or the fallback, named as this process finds them.
     assert f"control groups per bash call: {cgroups.available().describe()}" in lines
     assert lines[-1].startswith("in effect (sandbox = auto, default): sandbox: workdir")
-    refused = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path, ORCHESTRATOR_SANDBOX="bwrap")
+    refused = _doctor(tmp_path, ORCHESTRATOR_SANDBOX="bwrap")
     assert refused.returncode == 1
     assert "sandbox: refused: --sandbox bwrap cannot run here" in refused.stdout.splitlines()[-1]
 
@@ -501,8 +517,8 @@ def test_doctor_where_bwrap_works(tmp_path: Path) -> None:
     binary = find_bwrap()
     if binary is None or probe_bwrap(binary) is not None:
         pytest.skip(f"bwrap cannot run here: {binary and probe_bwrap(binary)}")
-    done = _cli(["doctor", "--workdir", str(tmp_path)], tmp_path)
-    assert done.returncode == 0, done.stderr
+    done = _doctor(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
     assert f"bwrap: {binary.path} (from {binary.origin})" in done.stdout
     assert "bwrap works here: yes" in done.stdout
     assert done.stdout.splitlines()[-1].endswith("network off")

@@ -71,7 +71,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "config": (
         "orchestrator.cli.diagnose",
         "show_config",
-        "Print the effective settings, where each comes from, and its variables; secrets masked.",
+        "The settings in effect, where each comes from, bad ones flagged.",
     ),
     "sessions": (
         "orchestrator.cli.sessions",
@@ -86,7 +86,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": (
         "orchestrator.cli.diagnose",
         "doctor",
-        "Say which sandbox bash runs in here: the bwrap used, whether it works, and why.",
+        "Check the key, base URL, model, state directory and sandbox.",
     ),
 }
 

@@ -16,7 +16,13 @@ from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
     default="all",
     help="Which machine; all gives two documents (Markdown on stdout, or two files).",
 )
-@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["mermaid", "dot"]),
+    default="mermaid",
+    help="Mermaid (renders on GitHub) or Graphviz dot.",
+)
 @click.option(
     "--output",
     type=click.Path(path_type=Path),
