@@ -163,11 +163,24 @@ class SharedBoard:
             )
             self._walk(change, entry.id, Status.PENDING, entry.status or Status.PENDING, None)
             return
-        if entry.status is None or entry.status == current.status:
+        if entry.status is None:
             return
         seen = self._seen.get(entry.id)
         if seen is not None and entry.status == seen.status:
             return  # what this agent saw before another moved it on: not this agent's edge
+        if entry.status == Status.IN_PROGRESS == current.status and current.owner not in (
+            None,
+            self.agent,
+        ):
+            # A claim of what another agent holds, which this one had not seen held: saying
+            # nothing would let it work on the item too.
+            raise IllegalEdgeError(
+                f"Item #{entry.id} is in progress, held by {current.owner}; claim another "
+                "ready item",
+                entry.id,
+            )
+        if entry.status == current.status:
+            return
         self._walk(change, entry.id, current.status, entry.status, seen)
 
     def _walk(

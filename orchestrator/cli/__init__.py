@@ -83,6 +83,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "show",
         "Print what happened in TRACE: the model's text, tool calls and results, plan, reminders.",
     ),
+    "team": (
+        "orchestrator.cli.team",
+        "team",
+        "Run TASK as a team: a lead plans it on a shared board, workers do the items.",
+    ),
     "doctor": (
         "orchestrator.cli.diagnose",
         "doctor",
