@@ -101,7 +101,7 @@ def output_preview(output: str, *, head: int, tail: int) -> list[str]:
 # --- the lines every view shares -------------------------------------------------------------
 
 
-class _EventLines:
+class EventLines:
     """Turns events into (text, style) lines; the views decide how to show them."""
 
     def __init__(self, *, verbose: bool = False, turns: bool = False) -> None:
@@ -230,7 +230,7 @@ class PlainView:
     ) -> None:
         self._stream = stream or sys.stdout
         self._quiet = quiet
-        self._lines = _EventLines(verbose=verbose, turns=turns)
+        self._lines = EventLines(verbose=verbose, turns=turns)
         self._midline = False
 
     def __enter__(self) -> PlainView:
@@ -396,7 +396,7 @@ class LiveView:
 
     def __init__(self, console: Console, *, verbose: bool = False, turns: bool = False) -> None:
         self._console = console
-        self._lines = _EventLines(verbose=verbose, turns=turns)
+        self._lines = EventLines(verbose=verbose, turns=turns)
         self._activity = Activity()
         self._items: tuple[PlanItem, ...] = ()
         self._partial = ""

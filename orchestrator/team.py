@@ -26,7 +26,9 @@ from orchestrator.inert import inert
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions, Session
+    from orchestrator.console import View
     from orchestrator.protocols import Model
+    from orchestrator.team_view import TeamBoardView
 
 #: Who a git commit made by the harness is from, where the repository names nobody.
 _IDENTITY = ("-c", "user.name=orchestrator team", "-c", "user.email=team@orchestrator.invalid")
@@ -122,11 +124,20 @@ class TeamPlan:
     #: ``model(agent)``: the model one agent talks to (scripted or the API).
     model: Callable[[str], Model]
     out: TextIO
+    #: The live board-and-agents view on a terminal (None: prefixed lines).
+    live: TeamBoardView | None = None
 
 
 def run_team(plan: TeamPlan) -> TeamResult:
     """Lead, workers in their worktrees, commits, merges; every session closed on the way out."""
     _require_repository(plan.workdir)
+    if plan.live is None:
+        return _run_team(plan)
+    with plan.live.shown():
+        return _run_team(plan)
+
+
+def _run_team(plan: TeamPlan) -> TeamResult:
     lead = _session(plan, plan.workdir, "lead")
     reports = [_run(lead, "lead", LEAD_PROMPT.format(workers=plan.workers, task=plan.task))]
     worktrees = [_add_worktree(plan, f"worker-{n}") for n in range(1, plan.workers + 1)]
@@ -204,17 +215,21 @@ def _session(plan: TeamPlan, workdir: Path, agent: str) -> Session:
 
     options = plan.options(workdir, agent)
     stream = _Prefixed(plan.out, agent)
-    session = Session(
+    view: View = PlainView(cast("TextIO", stream))  # all a view uses: write, flush, isatty
+    say = stream.line
+    if plan.live is not None:
+        feed = plan.live.feed(agent)
+        view, say = feed, feed.on_line
+    return Session(
         options,
         plan.model(agent),
         board=new_board(options.config),
-        view=PlainView(cast("TextIO", stream)),  # all a view uses: write, flush, isatty
-        say=stream.line,
-        notice=stream.line,
-        header=stream.line,
+        view=view,
+        say=say,
+        notice=say,
+        header=say,
         interactive=False,
     )
-    return session
 
 
 def _run(session: Session, agent: str, prompt: str) -> AgentReport:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -100,7 +101,15 @@ def team(
 
     if scripted:
         click.echo(f"[SCRIPTED team demo: no model, {workers} workers]\nworkdir: {workdir}")
-    plan = TeamPlan(task, workers, workdir, url, base, options, model_for, sys.stdout)
+    live = None
+    if sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb":
+        from rich.console import Console
+
+        from orchestrator.team_view import TeamBoardView
+
+        agents = ["lead", *(f"worker-{n}" for n in range(1, workers + 1))]
+        live = TeamBoardView(Console(), url, agents)
+    plan = TeamPlan(task, workers, workdir, url, base, options, model_for, sys.stdout, live)
     try:
         result = run_team(plan)
     except (TeamError, SettingsError) as error:
