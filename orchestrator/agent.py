@@ -271,6 +271,8 @@ class Session:
     settle_plan: bool = True
     #: Chat: a turn that ends well says no more than its answer (the plan only when it changed).
     turns: bool = False
+    #: Another reason to stop between rounds (a team interrupted), or None to go on.
+    stop_when: Callable[[], str | None] | None = None
     closing: bool = True
     #: Where a person's one-line notices go (warnings, the sandbox chosen).
     notice: Callable[[str], None] = _stderr
@@ -480,6 +482,8 @@ class Session:
 
     def _budget(self) -> str | None:
         """Why the session must stop now (--max-cost, --max-duration spent), or None."""
+        if self.stop_when is not None and (why := self.stop_when()) is not None:
+            return why
         config = self.options.config
         if config.max_cost is not None:
             spent = self.totals.cost(config.price_per_mtok, config.model)

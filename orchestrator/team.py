@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from orchestrator.protocols import Model
     from orchestrator.team_view import TeamBoardView
 
+#: How long an interrupted team waits for each worker to end its round and close its trace.
+_GRACE = 30.0
 #: Who a git commit made by the harness is from, where the repository names nobody.
 _IDENTITY = ("-c", "user.name=orchestrator team", "-c", "user.email=team@orchestrator.invalid")
 
@@ -186,9 +188,13 @@ def _add_worktree(plan: TeamPlan, agent: str) -> _Worktree:
 def _run_workers(plan: TeamPlan, worktrees: Sequence[_Worktree]) -> list[AgentReport]:
     """Each worker in its own thread, its own worktree and session; all joined before merging."""
     reports: dict[str, AgentReport] = {}
+    stop = threading.Event()
+
+    def stopped() -> str | None:
+        return "the team was interrupted" if stop.is_set() else None
 
     def work(tree: _Worktree) -> None:
-        session = _session(plan, tree.path, tree.agent)
+        session = _session(plan, tree.path, tree.agent, stop_when=stopped)
         # The session puts the board in the first message, read by this agent's own view:
         # what the model is told is what the board will hold it to.
         prompt = WORKER_PROMPT.format(agent=tree.agent, workers=plan.workers, task=plan.task)
@@ -200,8 +206,15 @@ def _run_workers(plan: TeamPlan, worktrees: Sequence[_Worktree]) -> list[AgentRe
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        while any(thread.is_alive() for thread in threads):
+            _first_alive(threads).join(0.2)  # in slices: Ctrl-C reaches this thread
+    except KeyboardInterrupt:
+        # Each worker ends at its next round (its trace closed), not mid-call; then we go.
+        stop.set()
+        for thread in threads:
+            thread.join(_GRACE)
+        raise
     return [
         reports.get(tree.agent)
         or AgentReport(tree.agent, "failed", (), 0, 0, None, "", "the worker did not report")
@@ -209,7 +222,13 @@ def _run_workers(plan: TeamPlan, worktrees: Sequence[_Worktree]) -> list[AgentRe
     ]
 
 
-def _session(plan: TeamPlan, workdir: Path, agent: str) -> Session:
+def _first_alive(threads: Sequence[threading.Thread]) -> threading.Thread:
+    return next(thread for thread in threads if thread.is_alive())
+
+
+def _session(
+    plan: TeamPlan, workdir: Path, agent: str, *, stop_when: Callable[[], str | None] | None = None
+) -> Session:
     from orchestrator.agent import Session, new_board
     from orchestrator.console import PlainView
 
@@ -229,6 +248,7 @@ def _session(plan: TeamPlan, workdir: Path, agent: str) -> Session:
         notice=say,
         header=say,
         interactive=False,
+        stop_when=stop_when,
     )
 
 
