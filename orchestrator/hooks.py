@@ -57,6 +57,8 @@ CLAUDE_TOOL_NAMES = {
     "todo": "TodoWrite",
 }
 DEFAULT_TIMEOUT = 60.0
+#: How a call a ``PreToolUse`` hook refused begins (replay knows the tool never ran).
+PRE_TOOL_USE_BLOCKED = "Error: a PreToolUse hook blocked this"
 #: How a ``TaskCompleted`` hook's outcome is named in ``plan.check`` (replay finds it so).
 TASK_COMPLETED_HOOK = "TaskCompleted hook"
 #: What a hook may print before the rest is dropped: enough for a reason, not a flood.
@@ -298,7 +300,7 @@ class HookedTools:
         before = self.runner.run("PreToolUse", {"tool_name": name, "tool_input": tool_input}, name)
         if before.blocked:
             return ToolResult(
-                f"Error: a PreToolUse hook blocked this {name} call: {before.reason}. Do not "
+                f"{PRE_TOOL_USE_BLOCKED} {name} call: {before.reason}. Do not "
                 "retry it as it is; take another approach or say what is left undone.",
                 is_error=True,
             )

@@ -22,7 +22,7 @@ import attrs
 from orchestrator.context.follow import OVERFLOW_STOP, ConversationFollower, SummaryMissing
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
-from orchestrator.hooks import TASK_COMPLETED_HOOK
+from orchestrator.hooks import PRE_TOOL_USE_BLOCKED, TASK_COMPLETED_HOOK
 from orchestrator.loop import LOOP_TRANSITIONS, LoopMachine, LoopSettings, RunState
 from orchestrator.plan import (
     ITEM_TRANSITIONS,
@@ -258,8 +258,12 @@ class Replay:
             return Divergence(line.number, f"tool.result for {tool_id} has no tool.call before it")
         name, arguments, blocked = self._calls.pop(tool_id)
         is_error = bool(line.event.get("is_error"))
+        # A call a PreToolUse hook refused never reached its tool: there is nothing to re-apply.
+        hooked = is_error and str(line.event.get("output", "")).startswith(PRE_TOOL_USE_BLOCKED)
         if not blocked:
-            if name == "todo" and isinstance(self._board, FollowedBoard):
+            if name == "todo" and hooked:
+                pass
+            elif name == "todo" and isinstance(self._board, FollowedBoard):
                 self._board.follow(self._recorded)
             elif name == "todo":
                 assert self._todo is not None

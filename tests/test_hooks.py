@@ -325,3 +325,17 @@ def test_an_untrusted_projects_hooks_never_run_and_the_run_says_so(tmp_path: Pat
     assert not (tmp_path / "work" / "hook-ran").exists()
     lines = [line for line in done.stderr.splitlines() if "hooks in" in line]
     assert len(lines) == 1 and "not trusted" in lines[0], done.stderr
+
+
+def test_a_todo_call_a_hook_blocked_replays_as_never_applied(tmp_path: Path) -> None:
+    no_todo = '[[hooks.PreToolUse]]\nmatcher = "TodoWrite"\ncommand = "echo no plans >&2; exit 2"\n'
+    plan = {"items": [{"id": "1", "text": "Step", "status": "in_progress"}]}
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "todo", "input": plan}]},
+        {"text": "No plan, then.", "expect": [{"is_error": True, "contains": "no plans"}]},
+    ]
+    done, _, trace = _run(tmp_path, turns, no_todo, "--trust")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert not [e for e in events if e["event"] == "plan.updated"]
+    _replays(trace, tmp_path)
