@@ -402,12 +402,12 @@ class Session:
         if hooks.has("PreToolUse") or hooks.has("PostToolUse"):
             tools = HookedTools(tools, hooks)
         run_check = self._check_runner(secrets)
-        if isinstance(self.board, PlanBoard):
-            self.board.run_check = run_check
-            if self.board.default_check is None:
-                self.board.default_check = config.completion_check
-            if hooks.has("TaskCompleted"):
-                self.board.task_completed = task_completed_check(hooks)
+        # Checks run where the model's bash runs, on either kind of board.
+        self.board.run_check = run_check
+        if isinstance(self.board, PlanBoard) and self.board.default_check is None:
+            self.board.default_check = config.completion_check
+        if hooks.has("TaskCompleted"):
+            self.board.task_completed = task_completed_check(hooks)
         return Loop(
             model=self.model,
             tools=tools,

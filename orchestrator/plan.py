@@ -355,6 +355,18 @@ class CheckFailedError(PlanError):
     """The ``check_passes`` guard refused: the item's acceptance check did not exit 0."""
 
 
+def check_failed(item_id: str, checked: CheckResult) -> CheckFailedError:
+    """The refusal of a completion whose check failed: the exit code and the output's tail."""
+    tail = checked.output if len(checked.output) <= 2000 else "…" + checked.output[-2000:]
+    return CheckFailedError(
+        f"Item #{item_id}: its check `{_shown(checked.command)}` failed with exit code "
+        f"{checked.exit_code}, so #{item_id} cannot be completed; the whole update was "
+        f"refused and nothing changed. Fix the cause, then mark #{item_id} completed "
+        f"again.\nCheck output (tail):\n{tail}",
+        item_id,
+    )
+
+
 class CheckProtectedError(PlanError):
     """The model tried to change or remove a check the person set."""
 
@@ -1187,15 +1199,7 @@ class PlanBoard:
     def _refused(self, move: _Move, trigger: str) -> PlanError:
         if trigger != "complete" or move.model.checked is None:
             return self._start_refused(move)
-        model, checked = move.model, move.model.checked
-        tail = checked.output if len(checked.output) <= 2000 else "…" + checked.output[-2000:]
-        return CheckFailedError(
-            f"Item #{model.id}: its check `{_shown(checked.command)}` failed with exit code "
-            f"{checked.exit_code}, so #{model.id} cannot be completed; the whole update was "
-            f"refused and nothing changed. Fix the cause, then mark #{model.id} completed "
-            f"again.\nCheck output (tail):\n{tail}",
-            model.id,
-        )
+        return check_failed(move.model.id, move.model.checked)
 
     def _start_refused(self, move: _Move) -> PlanError:
         model = move.model

@@ -322,7 +322,12 @@ class BoardStore(Protocol):
         agent: str | None = None,
         blocked_by: Sequence[str] = (),
         item_id: str | None = None,
+        check: str | None = None,
     ) -> Any: ...
+
+    def checks(self) -> Mapping[str, str]:
+        """Each item's acceptance check, by item id."""
+        ...
 
     def claim(self, agent: str, *, lease: float = ..., item_id: str | None = None) -> Any:
         """Start the named or the next ready item for ``agent`` (the ``start`` edge)."""

@@ -159,3 +159,80 @@ def test_a_run_on_a_shared_board_through_the_real_cli(tmp_path: Path) -> None:
         timeout=120,
     )
     assert replayed.returncode == 0, replayed.stderr
+
+
+def _orchestrator(
+    args: list[str], tmp_path: Path, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))}
+    env.update(ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"), NO_COLOR="1", **extra)
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+    )
+
+
+def test_a_check_set_with_board_add_guards_completion_in_a_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    added = _orchestrator(["board", "add", url, "Make ok", "--check", "test -f ok"], tmp_path)
+    assert (added.returncode, added.stdout.strip()) == (0, "1"), added.stderr
+    shown = _orchestrator(["board", "show", url], tmp_path)
+    assert "#1: Make ok  (check: test -f ok)" in shown.stdout
+    listed = json.loads(_orchestrator(["board", "show", url, "--json"], tmp_path).stdout)
+    assert listed["items"][0]["check"] == "test -f ok"
+
+    def todo(*items: dict[str, str]) -> dict[str, object]:
+        return {"tool_calls": [{"name": "todo", "input": {"items": list(items), "merge": True}}]}
+
+    turns = [
+        todo({"id": "1", "status": "in_progress"}),
+        todo({"id": "1", "status": "completed"}),  # ok is not there yet: refused
+        todo({"id": "1", "status": "completed", "check": ""}),  # dropping the check: refused
+        {"tool_calls": [{"name": "bash", "input": {"command": "touch ok"}}]},
+        todo({"id": "1", "status": "completed"}),
+        {"text": "Done, and checked."},
+    ]
+    script = parse_script({"name": "checked", "turns": turns}, source="test")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    trace = tmp_path / "alice.jsonl"
+    with MessagesServer(script) as server:
+        done = _orchestrator(
+            [
+                *("run", "Do it", "--workdir", str(workdir), "--yes", "--quiet", "--board", url),
+                *("--agent", "alice", "--trace", str(trace), "--sandbox", "workdir"),
+            ],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+        )
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    results = [e for e in events if e["event"] == "tool.result"]
+    assert [bool(r["is_error"]) for r in results] == [False, True, True, False, False]
+    assert "its check `test -f ok` failed with exit code 1" in results[1]["output"]
+    assert "cannot be changed or removed" in results[2]["output"]
+    checks = [(e["item"], e["exit_code"]) for e in events if e["event"] == "plan.check"]
+    assert checks == [("1", 1), ("1", 0)]
+    with open_store(url) as store:
+        items, entries = store.snapshot()
+    assert [(i.id, i.status.value) for i in items] == [("1", "completed")]
+    assert check_log(entries, items) is None
+
+
+def test_completing_a_checked_item_by_hand_needs_skip_check(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    _orchestrator(["board", "add", url, "Ship", "--check", "make test"], tmp_path)
+    _orchestrator(["board", "claim", url, "1", "--agent", "ann"], tmp_path)
+    refused = _orchestrator(["board", "complete", url, "1", "--agent", "ann"], tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "--skip-check" in refused.stderr
+    forced = _orchestrator(
+        ["board", "complete", url, "1", "--agent", "ann", "--skip-check"], tmp_path
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert "without running its check" in forced.stderr

@@ -22,16 +22,19 @@ from collections.abc import Callable, Mapping, Sequence
 from orchestrator.board.store import BoardChange, BoardError, BoardItem
 from orchestrator.plan import (
     BatchEntry,
+    CheckProtectedError,
     IllegalEdgeError,
+    ItemChecked,
     ItemTransition,
     PlanError,
     PlanItem,
     PlanRejected,
     PlanUpdated,
     Status,
+    check_failed,
     parse_batch,
 )
-from orchestrator.protocols import BoardStore, JSONObject, PlanRecord
+from orchestrator.protocols import BoardStore, CheckResult, JSONObject, PlanRecord
 
 _MARKERS = {
     Status.PENDING: "[ ]",
@@ -75,6 +78,10 @@ class SharedBoard:
         self._seen: Mapping[str, BoardItem] = {item.id: item for item in self._items}
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        #: Runs an item's acceptance check where this agent's bash runs (set by the session).
+        self.run_check: Callable[[str], CheckResult] | None = None
+        #: The ``TaskCompleted`` hooks, asked after an item's own check passes.
+        self.task_completed: Callable[[JSONObject], CheckResult | None] | None = None
 
     # -- the Plan protocol ------------------------------------------------------------------
 
@@ -124,6 +131,7 @@ class SharedBoard:
             payload = {**payload, "merge": True}
         try:
             batch = parse_batch(payload)
+            self._check_completions(batch.entries)
             with self.store.change() as change:
                 for entry in batch.entries:
                     self._apply_entry(change, entry)
@@ -153,13 +161,58 @@ class SharedBoard:
         self._publish(update)
         return update
 
+    def _check_completions(self, entries: Sequence[BatchEntry]) -> None:
+        """Run the check of every item this call completes, before anything changes.
+
+        Outside the store's transaction: a check may take minutes, and other agents must not
+        wait for it; the edge itself is still taken, and re-checked, in the transaction.
+        """
+        now = {item.id: item for item in self.store.items()}
+        checks = self.store.checks()
+        for entry in entries:
+            if (
+                entry.id in now
+                and entry.check is not None
+                and (entry.check or None) != checks.get(entry.id)
+            ):
+                raise CheckProtectedError(
+                    f"Item #{entry.id}: on a shared board an item's check is set when it is "
+                    "added and cannot be changed or removed; make it pass instead",
+                    entry.id,
+                )
+        if self.run_check is None and self.task_completed is None:
+            return
+        for entry in entries:
+            current = now.get(entry.id)
+            if entry.status != Status.COMPLETED or (
+                current is not None and current.status == Status.COMPLETED
+            ):
+                continue
+            command = checks.get(entry.id) if current is not None else entry.check
+            results = []
+            if command and self.run_check is not None:
+                results.append(self.run_check(command))
+            if self.task_completed is not None and all(r.passed for r in results):
+                text = entry.text or (current.text if current is not None else "")
+                asked = {"id": entry.id, "text": text, "status": "completed"}
+                hooked = self.task_completed(asked)
+                results.extend([hooked] if hooked is not None else [])
+            for result in results:
+                self._publish(ItemChecked(entry.id, result))
+                if not result.passed:
+                    raise check_failed(entry.id, result)
+
     def _apply_entry(self, change: BoardChange, entry: BatchEntry) -> None:
         current = change.item(entry.id)
         if current is None:
             if not entry.text:
                 raise PlanError(f"Item #{entry.id}: text required; a new item needs a text")
             change.add(
-                entry.text, agent=self.agent, blocked_by=entry.blocked_by or (), item_id=entry.id
+                entry.text,
+                agent=self.agent,
+                blocked_by=entry.blocked_by or (),
+                item_id=entry.id,
+                check=entry.check or None,
             )
             self._walk(change, entry.id, Status.PENDING, entry.status or Status.PENDING, None)
             return

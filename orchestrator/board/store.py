@@ -57,6 +57,12 @@ _SCHEMA = (
         blocked_by TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS board_items_status ON board_items (status, owner)",
+    # An item's acceptance check, set when it is added (its own table: boards made before
+    # checks existed gain it without a migration).
+    """CREATE TABLE IF NOT EXISTS board_checks (
+        item TEXT PRIMARY KEY,
+        command TEXT NOT NULL
+    )""",
 )
 _META_KEYS = ("lock", "next_id", "next_seq", "next_position")
 
@@ -330,10 +336,20 @@ class BoardChange:
         agent: str | None = None,
         blocked_by: Sequence[str] = (),
         item_id: str | None = None,
+        check: str | None = None,
     ) -> BoardItem:
         if not text.strip():
             raise BoardError("the item's text is empty; say what is to be done", item_id)
-        return _add(self._tx, text.strip(), agent, tuple(blocked_by), item_id)
+        added = _add(self._tx, text.strip(), agent, tuple(blocked_by), item_id)
+        if check is not None and check.strip():
+            self._tx.run(
+                "INSERT INTO board_checks (item, command) VALUES (?, ?)", added.id, check.strip()
+            )
+        return added
+
+    def checks(self) -> dict[str, str]:
+        """Each item's acceptance check, by item id (items without one are not there)."""
+        return _checks(self._tx)
 
     def claim(
         self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
@@ -462,10 +478,22 @@ class SqlBoardStore:
         agent: str | None = None,
         blocked_by: Sequence[str] = (),
         item_id: str | None = None,
+        check: str | None = None,
     ) -> BoardItem:
-        """A new pending item; its id is the next number unless one is given."""
+        """A new pending item; its id is the next number unless one is given.
+
+        ``check`` is its acceptance check: an agent's run completes it only once the command
+        passes where that agent's bash runs.
+        """
         with self.change() as change:
-            return change.add(text, agent=agent, blocked_by=blocked_by, item_id=item_id)
+            return change.add(
+                text, agent=agent, blocked_by=blocked_by, item_id=item_id, check=check
+            )
+
+    def checks(self) -> dict[str, str]:
+        """Each item's acceptance check, by item id."""
+        with self._transaction(expire=False) as tx:
+            return _checks(tx)
 
     def claim(
         self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
@@ -528,6 +556,13 @@ class SqlBoardStore:
             self._dialect.end(connection, commit=True)
         finally:
             cursor.close()
+
+
+def _checks(tx: _Transaction) -> dict[str, str]:
+    return {
+        str(item): str(command)
+        for item, command in tx.query("SELECT item, command FROM board_checks")
+    }
 
 
 def _all_items(tx: _Transaction) -> tuple[BoardItem, ...]:

@@ -47,7 +47,7 @@ def _store(url: str) -> Iterator[SqlBoardStore]:
         store.close()
 
 
-def _line(item: BoardItem, done: frozenset[str] = frozenset()) -> str:
+def _line(item: BoardItem, done: frozenset[str] = frozenset(), check: str | None = None) -> str:
     from orchestrator.plan import Status
 
     marker = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
@@ -57,6 +57,8 @@ def _line(item: BoardItem, done: frozenset[str] = frozenset()) -> str:
     waiting = [b for b in item.blocked_by if b not in done]
     if waiting and item.status == Status.PENDING:
         notes.append("blocked by " + ", ".join(f"#{b}" for b in waiting))
+    if check:
+        notes.append(f"check: {check}")
     shown = f"  ({'; '.join(notes)})" if notes else ""
     return inert(f"{marker[item.status.value]} #{item.id}: {item.text}{shown}")
 
@@ -78,16 +80,17 @@ def show(url: str, as_json: bool) -> int:
     from orchestrator.board.store import items_as_json
 
     with _store(url) as store:
-        items = store.items()
+        items, checks = store.items(), store.checks()
     if as_json:
-        click.echo(json.dumps({"board": url, "items": items_as_json(items)}, ensure_ascii=False))
+        shown = [{**item, "check": checks.get(str(item["id"]))} for item in items_as_json(items)]
+        click.echo(json.dumps({"board": url, "items": shown}, ensure_ascii=False))
         return 0
     if not items:
         click.echo("No todos.")
         return 0
     done = frozenset(item.id for item in items if item.status.value == "completed")
     for item in items:
-        click.echo(_line(item, done))
+        click.echo(_line(item, done, checks.get(item.id)))
     click.echo(f"\n({len(done)}/{len(items)} completed)")
     return 0
 
@@ -99,12 +102,31 @@ def show(url: str, as_json: bool) -> int:
     "--blocked-by", multiple=True, metavar="ID", help="An item this one waits for (repeatable)."
 )
 @click.option("--agent", default=None, metavar="NAME", help="Who adds it (recorded in the log).")
+@click.option(
+    "--check",
+    "check_command",
+    default=None,
+    metavar="COMMAND",
+    help="Its acceptance check: an agent's run completes it only once this passes where that "
+    "agent's bash runs; no model can change or remove it.",
+)
 @_as_json
-def add(url: str, text: str, blocked_by: tuple[str, ...], agent: str | None, as_json: bool) -> int:
+def add(
+    *,
+    url: str,
+    text: str,
+    blocked_by: tuple[str, ...],
+    agent: str | None,
+    check_command: str | None,
+    as_json: bool,
+) -> int:
     """Add a pending item and print its id."""
+    if check_command is not None and not check_command.strip():
+        raise InputError("--check: the command is empty; give one, or leave --check out")
     with _store(url) as store:
-        item = store.add(text, agent=agent, blocked_by=blocked_by)
-    click.echo(json.dumps(item.as_dict(), ensure_ascii=False) if as_json else item.id)
+        item = store.add(text, agent=agent, blocked_by=blocked_by, check=check_command)
+    shown = {**item.as_dict(), "check": check_command}
+    click.echo(json.dumps(shown, ensure_ascii=False) if as_json else item.id)
     return 0
 
 
@@ -149,11 +171,37 @@ def _mover(name: str, doc: str, act: Callable[[SqlBoardStore, str, str], BoardIt
         return 0
 
 
-_mover(
-    "complete",
-    "Mark ID completed; only the agent holding it may.",
-    lambda store, item_id, agent: store.complete(item_id, agent=agent),
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@click.argument("item_id", metavar="ID")
+@_agent
+@click.option(
+    "--skip-check",
+    is_flag=True,
+    help="Complete an item that has a check without running it (said in the output).",
 )
+@_as_json
+def complete(*, url: str, item_id: str, agent: str, skip_check: bool, as_json: bool) -> int:
+    """Mark ID completed; only the agent holding it may.
+
+    An item with a check completes when an agent's run passes it; completing it by hand needs
+    --skip-check, because the check is not run here (a board's commands are not run on the
+    machine of whoever reads it).
+    """
+    with _store(url) as store:
+        check = store.checks().get(item_id)
+        if check is not None and not skip_check:
+            raise InputError(
+                f"#{item_id} has a check ({inert(check)}); an agent's run completes it when the "
+                "check passes, or pass --skip-check to complete it without running it"
+            )
+        item = store.complete(item_id, agent=agent)
+    if check is not None and not as_json:
+        click.echo(inert(f"orchestrator: #{item_id} completed without running its check"), err=True)
+    _say_item(item, as_json)
+    return 0
+
+
 _mover(
     "release",
     "Give ID back (pending, owned by no one); only the agent holding it may.",
