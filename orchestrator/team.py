@@ -142,7 +142,14 @@ def run_team(plan: TeamPlan) -> TeamResult:
 def _run_team(plan: TeamPlan) -> TeamResult:
     lead = _session(plan, plan.workdir, "lead")
     reports = [_run(lead, "lead", LEAD_PROMPT.format(workers=plan.workers, task=plan.task))]
-    worktrees = [_add_worktree(plan, f"worker-{n}") for n in range(1, plan.workers + 1)]
+    merged: tuple[str, ...] = ()
+    conflicts: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Without a plan there is nothing to claim: a lead that failed ends the team.
+    worktrees = (
+        [_add_worktree(plan, f"worker-{n}") for n in range(1, plan.workers + 1)]
+        if reports[0].status == "done"
+        else []
+    )
     try:
         reports.extend(_run_workers(plan, worktrees))
         merged, conflicts = _merge_back(plan, worktrees)

@@ -117,3 +117,30 @@ def test_a_conflict_stops_that_merge_names_the_file_and_leaves_the_tree_clean(
     assert conflicts == ((second.branch, ("shared.txt",)),)
     assert (repo / "shared.txt").read_text(encoding="utf-8") == "worker one\n"
     assert _git(repo, "status", "--porcelain").stdout == ""  # the failed merge was undone
+
+
+def test_a_lead_that_fails_ends_the_team_before_any_worker_starts(tmp_path: Path) -> None:
+    from orchestrator.script import parse_script
+    from orchestrator.testing import MessagesServer
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n", encoding="utf-8")
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
+    fault = {"fault": "status", "status": 529, "body": overloaded}
+    script = parse_script({"name": "lead", "turns": [fault]}, source="test")
+    with MessagesServer(script) as server:
+        done = _cli(
+            ["team", "Plan it", "--workdir", str(repo)],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_MAX_RETRIES="0",
+        )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "lead       failed" in done.stdout
+    assert "worker-" not in done.stdout.split("team:")[1]
+    assert len(_git(repo, "worktree", "list").stdout.splitlines()) == 1
