@@ -16,6 +16,7 @@ from orchestrator.board.stores import open_store
 from orchestrator.plan import PlanError, TodoTool
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
+from tests.test_cli import _environment
 
 
 def _board(url: str, agent: str) -> SharedBoard:
@@ -164,8 +165,7 @@ def test_a_run_on_a_shared_board_through_the_real_cli(tmp_path: Path) -> None:
 def _orchestrator(
     args: list[str], tmp_path: Path, **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))}
-    env.update(ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"), NO_COLOR="1", **extra)
+    env = _environment(ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"), **extra)
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
         capture_output=True,

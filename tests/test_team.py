@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -12,20 +11,15 @@ from pathlib import Path
 import pytest
 
 from orchestrator.team import TeamPlan, _add_worktree, _git, _merge_back
+from tests.test_cli import _environment
 
 TIMEOUT = 300
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))}
-    env.update(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), NO_COLOR="1")
-    return env
 
 
 def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
-        env={**_env(tmp_path), **extra},
+        env=_environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), **extra),
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         capture_output=True,
