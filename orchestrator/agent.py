@@ -364,6 +364,11 @@ class Session:
             # The lookup is bounded (about 10 s), but a silent endpoint should not look hung.
             self.header(f"orchestrator: checking model {inert(config.model)}…")
         limits = _limits(self.model, config)
+        learned = resumed.learned_window if resumed is not None else None
+        if learned is not None and learned < limits.max_input_tokens:
+            # A refusal in this session proved the window smaller: the resumed run keeps to it.
+            why = "a refusal earlier in this session named the real limit"
+            limits = attrs.evolve(limits, max_input_tokens=learned, source="refusal", reason=why)
         settings = self._loop_settings(limits)
         try:
             secrets = [*_secret_values(config), *mcp_secret_values(options.mcp_servers)]

@@ -440,6 +440,8 @@ class RebuiltRun:
     rounds_since_update: int = 0
     #: Which plan item each tool call's round worked on, for the resumed run's context keeper.
     owners: Mapping[str, str | None] = attrs.field(factory=dict)
+    #: The window a refusal proved smaller than the Models API said (None: none did).
+    learned_window: int | None = None
 
 
 def rebuild(trace: TraceFile) -> RebuiltRun:
@@ -454,11 +456,15 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
     # The audit's staleness count, followed as RunState.on_enter_audit keeps it.
     stale, changed = 0, False
     number = 0
+    learned: int | None = None
     try:
         for line in trace.events():
             event, name, number = line.event, line.name, line.number
             follower.feed(event)
-            if name == "run.started":
+            if name == "context.window" and event.get("source") == "refusal":
+                window = event.get("window")
+                learned = window if isinstance(window, int) else learned
+            elif name == "run.started":
                 settings = _settings_at(event, trace, number)
                 stale, changed = int(event.get("rounds_since_update", 0)), False
                 if "task" in event and event["task"] is not None:
@@ -488,6 +494,7 @@ def rebuild(trace: TraceFile) -> RebuiltRun:
             task=task,
             rounds_since_update=stale,
             owners=follower.manager.owners if follower.manager is not None else {},
+            learned_window=learned,
         )
     except TraceError:
         raise

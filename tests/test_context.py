@@ -223,6 +223,35 @@ def test_a_window_the_models_api_over_reports_is_learned_from_the_first_refusal(
     assert check.returncode == 0, check.stderr
 
 
+def test_a_resumed_run_keeps_to_the_window_a_refusal_taught(tmp_path: Path) -> None:
+    limits = ServerLimits(max_input_tokens=30_000, advertised_tokens=200_000)
+    first = _run(tmp_path, _long_script(40, 4), "--max-rounds", "30", limits=limits)
+    assert first.code == 1  # stopped at the round limit, after the one refusal
+    assert len(first.refusals) == 1
+    more = [{"tool_calls": [{"name": "bash", "input": {"command": "cat big.txt"}}]}] * 10
+    script = parse_script({"name": "more", "turns": [*more, {"text": "Done."}]}, source="test")
+    with MessagesServer(script, limits=limits, summarize=default_summary) as server:
+        env = _environment(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
+        resumed = _orchestrator(
+            [
+                "resume",
+                str(first.trace_path),
+                "go on",
+                "--yes",
+                "--max-rounds",
+                "60",
+                "--settle-plan",
+                "false",
+            ],
+            env,
+            tmp_path,
+        )
+        refusals = server.refusals
+    assert resumed.returncode == 0, resumed.stderr
+    assert refusals == []  # it started under 30k, not at the 200k the Models API claims
+    assert "window 30,000 tokens (learned from a refusal)" in resumed.stderr
+
+
 def test_the_console_says_when_the_window_is_assumed(tmp_path: Path) -> None:
     limits = ServerLimits(known_models=frozenset({"another-model"}))
     run = _run(tmp_path, _long_script(4, 2), limits=limits)
