@@ -101,7 +101,9 @@ def _every_command() -> list[tuple[str, click.Command, click.Context]]:
     waiting: list[tuple[str, click.Command, click.Context | None]] = [("orchestrator", cli, None)]
     while waiting:
         path, command, parent = waiting.pop()
-        context = click.Context(command, info_name=path.rsplit(maxsplit=1)[-1], parent=parent)
+        # With its own settings, as the CLI builds it: click caches each help option on first use.
+        name = path.rsplit(maxsplit=1)[-1]
+        context = click.Context(command, info_name=name, parent=parent, **command.context_settings)
         found.append((path, command, context))
         if isinstance(command, click.Group):
             for name in command.list_commands(context):
