@@ -305,6 +305,8 @@ class HookedTools:
                 is_error=True,
             )
         result = self.inner.dispatch(name, arguments)
+        if result.is_error:
+            return result  # as in Claude Code, PostToolUse follows a call that succeeded
         response = {"output": result.text, "is_error": result.is_error}
         after = self.runner.run(
             "PostToolUse",

@@ -339,3 +339,20 @@ def test_a_todo_call_a_hook_blocked_replays_as_never_applied(tmp_path: Path) -> 
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     assert not [e for e in events if e["event"] == "plan.updated"]
     _replays(trace, tmp_path)
+
+
+def test_post_tool_use_speaks_after_a_call_that_succeeded_only(tmp_path: Path) -> None:
+    from orchestrator.hooks import HookedTools
+    from orchestrator.tools import ReadFileTool, ToolRegistry, Workdir
+
+    (tmp_path / "a.txt").write_text("hello\n", encoding="utf-8")
+    hook = Hook("PostToolUse", "cat >> seen.jsonl; echo; echo 'lint: 2 warnings' >&2; exit 2")
+    tools = HookedTools(ToolRegistry([ReadFileTool(Workdir(tmp_path))]), _runner(tmp_path, hook))
+    read = tools.dispatch("read_file", {"path": "a.txt"})
+    assert not read.is_error
+    assert read.text.endswith("[PostToolUse hook: lint: 2 warnings]")
+    missing = tools.dispatch("read_file", {"path": "nope.txt"})
+    assert missing.is_error and "PostToolUse" not in missing.text
+    seen = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines() if line]
+    assert [event["tool_input"]["path"] for event in seen] == ["a.txt"]
+    assert "hello" in seen[0]["tool_response"]["output"]
