@@ -58,6 +58,13 @@ def _integer(value: object) -> int:
     raise ValueError("a whole number")
 
 
+def _dollars(value: object) -> float:
+    try:
+        return _positive_float(value)
+    except ValueError:
+        raise ValueError("an amount of US dollars above 0, such as 2 or 0.50") from None
+
+
 def _positive_float(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError("a number of seconds")
@@ -79,7 +86,7 @@ def _duration(value: object) -> float:
     """Seconds from ``90``, ``90s``, ``15m`` or ``2h``."""
     found = _DURATION.fullmatch(str(value).strip().lower())
     if isinstance(value, bool) or found is None or float(found.group(1)) <= 0:
-        raise ValueError(f"expected a duration such as 90, 90s, 15m or 2h, got {value!r}")
+        raise ValueError("a duration such as 90, 90s, 15m or 2h")
     return float(found.group(1)) * _SECONDS_PER[found.group(2)]
 
 
@@ -257,7 +264,7 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
     _Setting(
         "max_cost",
-        _positive_float,
+        _dollars,
         None,
         ("ORCHESTRATOR_MAX_COST",),
         help="End the run (failed) once it has spent this many US dollars [no limit].",

@@ -28,10 +28,11 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import attrs
 
@@ -243,36 +244,58 @@ def _decision(out: str, name: str, errors: list[str]) -> tuple[bool, str, str]:
     specific = document.get("hookSpecificOutput")
     specific = specific if isinstance(specific, dict) else {}
     reason = str(document.get("reason") or specific.get("permissionDecisionReason") or "")
+    if document.get("continue") is False:
+        # It outranks "decision", as in Claude Code, which then stops working altogether: a
+        # Stop hook's lets the run end; elsewhere the step the hook guards is refused.
+        if name.startswith("Stop "):
+            return False, "", ""
+        return True, str(document.get("stopReason") or reason or f"stopped by {name}"), ""
     if document.get("decision") == "block" or specific.get("permissionDecision") == "deny":
         return True, reason or f"blocked by {name}", ""
-    if document.get("continue") is False:
-        return True, str(document.get("stopReason") or reason or f"stopped by {name}"), ""
     return False, "", str(specific.get("additionalContext") or "")
 
 
 def _execute(hook: Hook, stdin: str, cwd: Path) -> tuple[int | None, str, str]:
-    """Run one hook in its own process group; (exit code or None on timeout, stdout, stderr)."""
-    process = subprocess.Popen(
-        ["/bin/sh", "-c", hook.command],
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,  # its children are killed with it
-    )
-    try:
-        out, err = process.communicate(stdin.encode("utf-8"), timeout=hook.timeout)
-    except subprocess.TimeoutExpired:
+    """Run one hook in its own process group; (exit code or None on timeout, stdout, stderr).
+
+    Its output goes to files, not pipes: a child it leaves behind (``setsid daemon &``) may
+    hold them open for ever, and the hook's verdict is its own exit, not its children's.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(
+            ["/bin/sh", "-c", hook.command],
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=err,
+            start_new_session=True,  # its children are killed with it
+        )
+        try:
+            assert process.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.write(stdin.encode("utf-8"))
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.close()
+            code: int | None = process.wait(timeout=hook.timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        except BaseException:
+            _kill_group(process.pid)  # Ctrl-C mid-hook: nothing it started may outlive the run
+            process.kill()
+            process.wait()
+            raise
+        # Whatever it left running in its group goes with it (a setsid child has left it).
         _kill_group(process.pid)
-        process.communicate()
-        return None, "", ""
-    except BaseException:
-        _kill_group(process.pid)  # Ctrl-C mid-hook: nothing it started may outlive the run
-        process.wait()
-        raise
-    # The group may hold background children the hook left behind: they go with it.
-    _kill_group(process.pid)
-    return process.returncode, _text(out), _text(err)
+        if code is None:
+            process.kill()
+            process.wait()
+            return None, "", ""
+        return code, _read(out), _read(err)
+
+
+def _read(file: IO[bytes]) -> str:
+    file.seek(0)
+    return _text(file.read(_MAX_OUTPUT))
 
 
 def _kill_group(pid: int) -> None:

@@ -7,6 +7,7 @@ driven through the real CLI, the real SDK and the loopback Messages-API server.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -356,3 +357,27 @@ def test_post_tool_use_speaks_after_a_call_that_succeeded_only(tmp_path: Path) -
     seen = [json.loads(line) for line in (tmp_path / "seen.jsonl").read_text().splitlines() if line]
     assert [event["tool_input"]["path"] for event in seen] == ["a.txt"]
     assert "hello" in seen[0]["tool_response"]["output"]
+
+
+def test_a_hook_that_leaves_a_session_of_its_own_running_does_not_hold_the_run(
+    tmp_path: Path,
+) -> None:
+    # A setsid child keeps whatever it inherited open for ever: the verdict is the hook's own.
+    decision = '{"decision": "block", "reason": "nope"}'
+    (tmp_path / "out.txt").write_text(decision, encoding="utf-8")
+    hook = Hook("PreToolUse", "setsid sleep 300 & echo $! > child.pid; cat out.txt", timeout=30)
+    try:
+        outcome = _runner(tmp_path, hook).run("PreToolUse", {}, "bash")
+    finally:
+        os.kill(int((tmp_path / "child.pid").read_text(encoding="utf-8")), 9)
+    assert (outcome.blocked, outcome.reason) == (True, "nope")
+
+
+def test_continue_false_lets_a_stop_end_and_refuses_elsewhere(tmp_path: Path) -> None:
+    (tmp_path / "out.txt").write_text(
+        '{"continue": false, "stopReason": "enough", "decision": "block"}', encoding="utf-8"
+    )
+    stop = _runner(tmp_path, Hook("Stop", "cat out.txt")).run("Stop", {})
+    assert not stop.blocked  # "continue": false outranks "decision" and means: stop now
+    pre = _runner(tmp_path, Hook("PreToolUse", "cat out.txt")).run("PreToolUse", {}, "bash")
+    assert (pre.blocked, pre.reason) == (True, "enough")
