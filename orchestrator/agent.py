@@ -615,9 +615,22 @@ class Session:
             if outcome.blocked:
                 reason = f"a UserPromptSubmit hook refused the message: {outcome.reason}"
                 self.notice(f"orchestrator: {inert(reason)}")
+                self._drop_empty_trace()
                 return RunOutcome("failed", self._first_round, reason, "")
             context = "\n".join(part for part in (context, outcome.context) if part)
         return f"{task}\n\n{context}" if context else task
+
+    def _drop_empty_trace(self) -> None:
+        """A new session that never ran leaves no trace: nothing to replay or resume."""
+        path = self.trace_path
+        if path is None or self.resume_from is not None:
+            return
+        try:
+            if path.stat().st_size == 0:
+                path.unlink()
+                self.trace_path = None
+        except OSError:
+            pass  # gone already, or not ours to remove: an empty trace is harmless
 
     def _with_loaded_board(self, task: str) -> str:
         """The first message, with a board that started full (``--board``) rendered in it.

@@ -133,6 +133,7 @@ class TeamPlan:
 def run_team(plan: TeamPlan) -> TeamResult:
     """Lead, workers in their worktrees, commits, merges; every session closed on the way out."""
     _require_repository(plan.workdir)
+    plan.base.mkdir(parents=True, exist_ok=True)
     if plan.live is None:
         return _run_team(plan)
     with plan.live.shown():
@@ -142,6 +143,11 @@ def run_team(plan: TeamPlan) -> TeamResult:
 def _run_team(plan: TeamPlan) -> TeamResult:
     lead = _session(plan, plan.workdir, "lead")
     reports = [_run(lead, "lead", LEAD_PROMPT.format(workers=plan.workers, task=plan.task))]
+    # A lead that changed files (it was asked not to) has them committed, so the workers start
+    # from them and their branches merge back onto a clean tree.
+    _git(plan.workdir, "add", "-A")
+    if _git(plan.workdir, "status", "--porcelain").stdout.strip():
+        _git(plan.workdir, *_IDENTITY, "commit", "-q", "-m", "lead: files changed while planning")
     merged: tuple[str, ...] = ()
     conflicts: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # Without a plan there is nothing to claim: a lead that failed ends the team.
@@ -201,7 +207,12 @@ def _run_workers(plan: TeamPlan, worktrees: Sequence[_Worktree]) -> list[AgentRe
         return "the team was interrupted" if stop.is_set() else None
 
     def work(tree: _Worktree) -> None:
-        session = _session(plan, tree.path, tree.agent, stop_when=stopped)
+        try:
+            session = _session(plan, tree.path, tree.agent, stop_when=stopped)
+        except Exception as error:  # a session that cannot open is this worker's failure
+            reason = f"{type(error).__name__}: {error}"
+            reports[tree.agent] = AgentReport(tree.agent, "failed", (), 0, 0, None, "", reason)
+            return
         # The session puts the board in the first message, read by this agent's own view:
         # what the model is told is what the board will hold it to.
         prompt = WORKER_PROMPT.format(agent=tree.agent, workers=plan.workers, task=plan.task)
@@ -297,7 +308,10 @@ def _merge_back(
             merged.append(tree.branch)
             continue
         files = _git(plan.workdir, "diff", "--name-only", "--diff-filter=U", check=False)
-        conflicts.append((tree.branch, tuple(files.stdout.split())))
+        named = tuple(files.stdout.split())
+        if not named:  # not a conflict: git refused the merge itself; say why
+            named = (f"(git: {(done.stderr.strip().splitlines() or ['no reason'])[-1]})",)
+        conflicts.append((tree.branch, named))
         _git(plan.workdir, "merge", "--abort", check=False)
     return tuple(merged), tuple(conflicts)
 
@@ -336,9 +350,12 @@ def _with_items(reports: Sequence[AgentReport], url: str) -> list[AgentReport]:
 
 
 def _git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
-    )
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+        )
+    except OSError as error:  # no such folder, or no git
+        raise TeamError(f"{cwd}: cannot run git there: {error.strerror or error}") from None
     if check and done.returncode != 0:
         raise TeamError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip()[-300:]}")
     return done

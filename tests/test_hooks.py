@@ -381,3 +381,13 @@ def test_continue_false_lets_a_stop_end_and_refuses_elsewhere(tmp_path: Path) ->
     assert not stop.blocked  # "continue": false outranks "decision" and means: stop now
     pre = _runner(tmp_path, Hook("PreToolUse", "cat out.txt")).run("PreToolUse", {}, "bash")
     assert (pre.blocked, pre.reason) == (True, "enough")
+
+
+def test_a_refused_first_message_leaves_no_empty_trace(tmp_path: Path) -> None:
+    refuse = '[[hooks.UserPromptSubmit]]\ncommand = "echo nope >&2; exit 2"\n'
+    done, server, trace = _run(tmp_path, [{"text": "never asked"}], refuse, "--trust")
+    assert done.returncode == 1
+    assert "a UserPromptSubmit hook refused the message: nope" in done.stderr
+    assert server.requests == []
+    assert not trace.exists()
+    assert "resume" not in done.stdout + done.stderr.split("refused the message")[1]

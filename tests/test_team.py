@@ -138,3 +138,12 @@ def test_a_lead_that_fails_ends_the_team_before_any_worker_starts(tmp_path: Path
     assert "lead       failed" in done.stdout
     assert "worker-" not in done.stdout.split("team:")[1]
     assert len(_git(repo, "worktree", "list").stdout.splitlines()) == 1
+
+
+def test_a_work_directory_that_is_not_there_is_one_line(tmp_path: Path) -> None:
+    done = _cli(["team", "Do it", "--workdir", str(tmp_path / "nowhere")], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no such directory" in done.stderr
+    assert not (tmp_path / "state" / "team").exists() or not any(
+        (tmp_path / "state" / "team").iterdir()
+    )

@@ -74,23 +74,32 @@ def team(
     from orchestrator.sessions import state_dir
     from orchestrator.team import TeamError, TeamPlan, prepare_scripted_repository, run_team
     from orchestrator.trace import new_run_id
+    from orchestrator.trust import TrustError, TrustStore, trust_file
 
     if task is None and not scripted:
         raise InputError("give the TASK the team works on (or --scripted for the offline demo)")
     task = task or SCRIPTED_TASK
     workdir = workdir.resolve()
+    if not scripted and not workdir.is_dir():
+        raise InputError(f"--workdir {workdir}: no such directory")
     base = state_dir() / "team" / new_run_id()
     url = board or f"sqlite://{base}/board.db"
     try:
         if scripted:
             prepare_scripted_repository(workdir, scripted_team.FILES)
-        base.mkdir(parents=True, exist_ok=True)
-    except (TeamError, OSError) as error:
+        # The workers' worktrees are copies of this folder: its trust is theirs.
+        trusted = trust or TrustStore(trust_file()).trusts(workdir)
+    except (TeamError, TrustError, OSError) as error:
         raise InputError(str(error)) from None
+
+    own_files = _own_files(workdir)
 
     def options(where: Path, agent: str) -> RunOptions:
         settings = {"board": url, "agent": agent, "approval": "auto", "model": model}
-        return load_options(where, settings, trust=trust, trace=base / f"{agent}.jsonl")
+        # Only while its own files are what was trusted: an agent that rewrote them (bash
+        # outside bwrap can) must not have its hooks or settings trusted in a worktree.
+        same = where == workdir or _own_files(where) == own_files
+        return load_options(where, settings, trust=trusted and same, trace=base / f"{agent}.jsonl")
 
     def model_for(agent: str) -> Model:
         if scripted:
@@ -117,3 +126,16 @@ def team(
     for line in result.closing_lines():
         click.echo(line)
     return result.exit_code
+
+
+def _own_files(folder: Path) -> tuple[bytes | None, ...]:
+    """The bytes of the files that need trust (the project config, ``.mcp.json``)."""
+    from orchestrator.tools.protected import OWN_FILES
+
+    found: list[bytes | None] = []
+    for name in OWN_FILES:
+        try:
+            found.append((folder / name).read_bytes())
+        except OSError:
+            found.append(None)
+    return tuple(found)
