@@ -31,7 +31,14 @@ from rich.text import Text
 from orchestrator.approval import diff_colour
 from orchestrator.guard import describe_arguments
 from orchestrator.inert import inert
-from orchestrator.plan import PlanItem, Status, item_annotations, items_from_dicts, render_items
+from orchestrator.plan import (
+    MARKERS,
+    PlanItem,
+    Status,
+    item_annotations,
+    items_from_dicts,
+    render_items,
+)
 from orchestrator.transcript import format_duration, tool_verdict
 
 if TYPE_CHECKING:
@@ -333,12 +340,6 @@ _STYLES = {
     Status.COMPLETED: "green",
     Status.CANCELLED: "dim strike",
 }
-_MARKERS = {
-    Status.PENDING: "[ ]",
-    Status.IN_PROGRESS: "[>]",
-    Status.COMPLETED: "[x]",
-    Status.CANCELLED: "[-]",
-}
 
 
 #: How often the live panel is redrawn when nothing else changes (its spinner's frame rate),
@@ -565,9 +566,9 @@ def plan_panel(
             if spinner is not None:
                 spinner.text = activity
                 activity = spinner
-            grid.add_row(Text(_MARKERS[item.status], style=style), Group(label, activity))
+            grid.add_row(Text(MARKERS[item.status], style=style), Group(label, activity))
         else:
-            grid.add_row(Text(_MARKERS[item.status], style=style), label)
+            grid.add_row(Text(MARKERS[item.status], style=style), label)
     if below:
         grid.add_row(Text("…", style="dim"), Text(f"{below} more below", style="dim"))
     footer = Table.grid(padding=(0, 1))

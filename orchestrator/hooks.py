@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
-import signal
 import subprocess
 import tempfile
 import tomllib
@@ -38,6 +36,7 @@ import attrs
 
 from orchestrator.inert import inert
 from orchestrator.protocols import CheckResult, JSONObject, ToolResult, Tools
+from orchestrator.tools.processes import kill_group
 
 HOOK_EVENTS = (
     "PreToolUse",
@@ -280,12 +279,12 @@ def _execute(hook: Hook, stdin: str, cwd: Path) -> tuple[int | None, str, str]:
         except subprocess.TimeoutExpired:
             code = None
         except BaseException:
-            _kill_group(process.pid)  # Ctrl-C mid-hook: nothing it started may outlive the run
+            kill_group(process.pid)  # Ctrl-C mid-hook: nothing it started may outlive the run
             process.kill()
             process.wait()
             raise
         # Whatever it left running in its group goes with it (a setsid child has left it).
-        _kill_group(process.pid)
+        kill_group(process.pid)
         if code is None:
             process.kill()
             process.wait()
@@ -296,11 +295,6 @@ def _execute(hook: Hook, stdin: str, cwd: Path) -> tuple[int | None, str, str]:
 def _read(file: IO[bytes]) -> str:
     file.seek(0)
     return _text(file.read(_MAX_OUTPUT))
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _text(data: bytes) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 from transitions import EventData, Machine
 
-from orchestrator.context.window import window_from_cut_off, window_from_refusal
+from orchestrator.context.window import window_from_refusal
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
@@ -553,7 +553,8 @@ class Loop:
         trigger = STOP_REASON_TRIGGERS.get(turn.stop_reason, "fail")
         if trigger == "overflow":
             # The answer was cut off by the window: it is dropped, and the round asked again.
-            reached = window_from_cut_off(turn.usage)
+            # What it read and wrote before the window stopped it is the window's size.
+            reached = turn.input_tokens + int(turn.usage.get("output_tokens", 0)) or None
             self._overflow(run, f"the model stopped with {turn.stop_reason}", reached)
             return
         run.overflowed = False

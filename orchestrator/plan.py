@@ -92,7 +92,8 @@ _Choice = TypeVar("_Choice", Status, Priority)
 FINAL_STATUSES = frozenset({Status.COMPLETED, Status.CANCELLED})
 DEFAULT_ITEM_LIMIT = 20
 
-_MARKERS = {
+#: How each status is drawn in a rendered board (the seeds' markers).
+MARKERS = {
     Status.PENDING: "[ ]",
     Status.IN_PROGRESS: "[>]",
     Status.COMPLETED: "[x]",
@@ -229,8 +230,7 @@ def render_items(items: Iterable[PlanItem]) -> str:
     # Only an item with blockers looks statuses up.
     status_of = {item.id: item.status for item in items} if has_dependencies else {}
     lines = [
-        f"{_MARKERS[item.status]} #{item.id}: {item.text}{_notes(item, status_of)}"
-        for item in items
+        f"{MARKERS[item.status]} #{item.id}: {item.text}{_notes(item, status_of)}" for item in items
     ]
     done = sum(item.status == Status.COMPLETED for item in items)
     text = "\n".join(lines) + f"\n\n({done}/{len(lines)} completed)"

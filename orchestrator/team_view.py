@@ -23,8 +23,8 @@ from rich.text import Text
 
 from orchestrator.console import Activity, EventLines
 from orchestrator.inert import inert
+from orchestrator.plan import MARKERS, Status
 
-_MARKERS = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
 _STYLES = {"pending": "", "in_progress": "bold cyan", "completed": "green", "cancelled": "dim"}
 #: How often the board is read again from the store, at most.
 _BOARD_EVERY = 0.5
@@ -74,7 +74,7 @@ class TeamBoardView:
         for status, item_id, text, owner in self._rows[:room]:
             holder = Text(f"({owner})", style="cyan") if owner else Text("")
             label = Text(inert(f"#{item_id}: {text}"), style=_STYLES.get(status, ""))
-            grid.add_row(_MARKERS.get(status, "[?]"), label, holder)
+            grid.add_row(MARKERS.get(Status(status), "[?]"), label, holder)
         if len(self._rows) > room:
             grid.add_row("…", Text(f"{len(self._rows) - room} more", style="dim"), "")
         done = sum(row[0] == "completed" for row in self._rows)

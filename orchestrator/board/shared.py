@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from orchestrator.board.store import BoardChange, BoardError, BoardItem
 from orchestrator.plan import (
+    MARKERS,
     BatchEntry,
     CheckProtectedError,
     IllegalEdgeError,
@@ -35,13 +36,6 @@ from orchestrator.plan import (
     parse_batch,
 )
 from orchestrator.protocols import BoardStore, CheckResult, JSONObject, PlanRecord
-
-_MARKERS = {
-    Status.PENDING: "[ ]",
-    Status.IN_PROGRESS: "[>]",
-    Status.COMPLETED: "[x]",
-    Status.CANCELLED: "[-]",
-}
 
 
 def render_shared(items: Sequence[BoardItem], me: str) -> str:
@@ -58,7 +52,7 @@ def render_shared(items: Sequence[BoardItem], me: str) -> str:
         if waiting and item.status == Status.PENDING:
             notes.append("blocked by " + ", ".join(f"#{b}" for b in waiting))
         shown = f" ({'; '.join(notes)})" if notes else ""
-        lines.append(f"{_MARKERS[item.status]} #{item.id}: {item.text}{shown}")
+        lines.append(f"{MARKERS[item.status]} #{item.id}: {item.text}{shown}")
     done = sum(item.status == Status.COMPLETED for item in items)
     return "\n".join(lines) + f"\n\n({done}/{len(items)} completed)"
 

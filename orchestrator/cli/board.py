@@ -48,9 +48,8 @@ def _store(url: str) -> Iterator[SqlBoardStore]:
 
 
 def _line(item: BoardItem, done: frozenset[str] = frozenset(), check: str | None = None) -> str:
-    from orchestrator.plan import Status
+    from orchestrator.plan import MARKERS, Status
 
-    marker = {"pending": "[ ]", "in_progress": "[>]", "completed": "[x]", "cancelled": "[-]"}
     notes = []
     if item.owner and item.status in (Status.IN_PROGRESS, Status.COMPLETED):
         notes.append(item.owner)
@@ -60,7 +59,7 @@ def _line(item: BoardItem, done: frozenset[str] = frozenset(), check: str | None
     if check:
         notes.append(f"check: {check}")
     shown = f"  ({'; '.join(notes)})" if notes else ""
-    return inert(f"{marker[item.status.value]} #{item.id}: {item.text}{shown}")
+    return inert(f"{MARKERS[item.status]} #{item.id}: {item.text}{shown}")
 
 
 def _say_item(item: BoardItem, as_json: bool) -> None:

@@ -8,7 +8,6 @@ from and, for the fallback, why, so the trace's ``context.window`` event never h
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from orchestrator.protocols import ModelError, ModelLimits
@@ -28,20 +27,6 @@ def window_from_refusal(message: str) -> int | None:
     """The window a "prompt is too long" refusal names, or None when it names none."""
     found = _REFUSAL_LIMIT.search(message)
     return int(found.group(2)) if found else None
-
-
-def window_from_cut_off(usage: Mapping[str, int]) -> int | None:
-    """The window a ``model_context_window_exceeded`` stop reached: what was read and written."""
-    total = sum(
-        int(usage.get(key, 0))
-        for key in (
-            "input_tokens",
-            "cache_read_input_tokens",
-            "cache_creation_input_tokens",
-            "output_tokens",
-        )
-    )
-    return total or None
 
 
 @runtime_checkable

@@ -19,7 +19,6 @@ import os
 import selectors
 import shlex
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from orchestrator.loop import DEFAULT_SYSTEM, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard
 from orchestrator.protocols import JSONObject, Model, ModelError, ModelLimits, ModelTurn
 from orchestrator.tools import scrub_environment
+from orchestrator.tools.processes import kill_group
 from orchestrator.tools.sandbox import Limits as SandboxLimits
 
 #: Kept of a check's output in the result row: enough to see why it failed.
@@ -332,7 +332,7 @@ def run_check(command: str, workdir: Path, timeout: float) -> tuple[int, str]:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         process.wait(max(wait, 0))
         finally:
-            _kill_group(process.pid)  # on timeout, and whatever the check left running
+            kill_group(process.pid)  # on timeout, and whatever the check left running
         code = process.wait()
         timed_out = code < 0 and time.monotonic() >= deadline
         # What the check wrote before it ended is still in the pipe; take it, but briefly.
@@ -354,11 +354,6 @@ def _read_into(descriptor: int, tail: bytearray) -> bool:
     # Four bytes a character at most, so the last CHECK_OUTPUT_LIMIT characters survive.
     del tail[: max(0, len(tail) - 4 * CHECK_OUTPUT_LIMIT)]
     return bool(chunk)
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def _write_files(workdir: Path, files: Mapping[str, str]) -> None:

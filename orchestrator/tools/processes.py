@@ -120,6 +120,12 @@ def stop_command(
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads; a group already gone is no error."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
 def kill_everything(process: subprocess.Popen[bytes], pipe_inode: int) -> None:
     """SIGKILL the command's process group, its descendants and whoever holds its output pipe.
 
