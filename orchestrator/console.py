@@ -39,6 +39,7 @@ from orchestrator.plan import (
     items_from_dicts,
     render_items,
 )
+from orchestrator.shorten import shorten_command
 from orchestrator.transcript import format_duration, tool_verdict
 
 if TYPE_CHECKING:
@@ -213,7 +214,7 @@ def _check_line(event: Mapping[str, Any]) -> tuple[str, str]:
     """``✓ done-check make test  2.1 s`` / ``✗ check #3 pytest -q  0.4 s  exit 1``."""
     what = "done-check" if event["event"] == "loop.done_check" else f"check #{event.get('item')}"
     command = " ".join(str(event.get("command", "")).split())
-    shown = command if len(command) <= 60 else command[:59] + "…"
+    shown = shorten_command(command, 80)
     passed = event.get("exit_code") == 0
     text = f"{'✓' if passed else '✗'} {what} {shown}  {float(event.get('duration_s', 0)):.1f} s"
     if not passed:

@@ -13,6 +13,8 @@ from typing import Any
 
 import attrs
 
+from orchestrator.shorten import shorten_command
+
 DEFAULT_WHITELIST = frozenset({"todo", "read_file"})
 DEFAULT_REJECTION_LIMIT = 3
 
@@ -78,14 +80,19 @@ class RepeatGuard:
 
 
 def describe_arguments(arguments: Mapping[str, Any] | Any, limit: int = 80) -> str:
-    """A short one-line rendering of a call's key argument, for terminals and timelines."""
+    """A short one-line rendering of a call's key argument, for terminals and timelines.
+
+    A command or path keeps its words: long paths in it are cut in their middles first, and
+    only a command past twice ``limit`` loses its own middle.
+    """
     if isinstance(arguments, Mapping):
         for key in ("command", "path", "items"):
             if key in arguments:
                 value = arguments[key]
                 if key == "items" and isinstance(value, list):
                     return f"{len(value)} item" + ("" if len(value) == 1 else "s")
-                return _clip(str(value), limit)
+                one_line = str(value).replace("\n", " ")
+                return shorten_command(one_line, limit, hard_limit=2 * limit)
     return _clip(json.dumps(arguments, ensure_ascii=False, default=repr), limit)
 
 

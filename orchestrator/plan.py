@@ -24,6 +24,7 @@ import attrs
 from transitions import EventData, Machine
 
 from orchestrator.protocols import CheckResult, JSONObject, PlanRecord, ToolError, ToolResult
+from orchestrator.shorten import shorten_command
 
 
 class Status(enum.StrEnum):
@@ -359,7 +360,7 @@ def check_failed(item_id: str, checked: CheckResult) -> CheckFailedError:
     """The refusal of a completion whose check failed: the exit code and the output's tail."""
     tail = checked.output if len(checked.output) <= 2000 else "…" + checked.output[-2000:]
     return CheckFailedError(
-        f"Item #{item_id}: its check `{_shown(checked.command)}` failed with exit code "
+        f"Item #{item_id}: its check `{_shown_command(checked.command)}` failed with exit code "
         f"{checked.exit_code}, so #{item_id} cannot be completed; the whole update was "
         f"refused and nothing changed. Fix the cause, then mark #{item_id} completed "
         f"again.\nCheck output (tail):\n{tail}",
@@ -521,10 +522,19 @@ class _ItemModel:
         return view
 
 
+def _printable(value: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+
+
 def _shown(value: str, limit: int = 60) -> str:
     """A model-supplied value made safe for a one-line message: no control characters."""
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+    text = _printable(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _shown_command(command: str) -> str:
+    """A check command for a one-line message: whole, or cut only in the middle of long paths."""
+    return shorten_command(_printable(command))
 
 
 def _ids(ids: Iterable[str]) -> str:
@@ -1061,8 +1071,8 @@ class PlanBoard:
                 continue
             if model.check is not None and model.check_by == "person":
                 raise CheckProtectedError(
-                    f"Item #{model.id}: its check `{_shown(model.check)}` was set by the person "
-                    "running you; it cannot be changed or removed. Make it pass instead",
+                    f"Item #{model.id}: its check `{_shown_command(model.check)}` was set by "
+                    "the person running you; it cannot be changed or removed. Make it pass instead",
                     model.id,
                 )
             changes[model] = (entry.check or None, "model" if entry.check else None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +12,9 @@ from typing import Any
 
 import attrs
 import pytest
+from click.testing import CliRunner
 
+from orchestrator.bench import __main__ as bench_command
 from orchestrator.bench import _cli_start, _figures
 from orchestrator.bench._figures import QUICK, Sizes
 from orchestrator.bench._plan_dependencies import measure_plan_dependencies
@@ -91,20 +92,55 @@ FIGURES = TARGETED | {
 FLOORED = TARGETED - {"cached_input_share"} | {"overhead_ratio"}
 ROOT = Path(__file__).resolve().parent.parent
 
+#: Smaller than --quick: each benchmark runs twice below.
+TINY = attrs.evolve(
+    QUICK,
+    session_rounds=12,
+    session_repeats=1,
+    sdk_calls=2,
+    growth_rounds=(6, 30),
+    growth_repeats=1,
+    live_rounds=12,
+    live_repeats=1,
+    trace_rounds=10,
+    plan_samples=1,
+    plan_updates=3,
+    replay_rounds=200,
+    replay_long_rounds=800,
+)
+
+#: The least that still computes every figure, for the test of the JSON alone.
+SMOKE = attrs.evolve(
+    TINY,
+    session_rounds=6,
+    sdk_calls=1,
+    growth_rounds=(4, 8),
+    live_rounds=4,
+    trace_rounds=4,
+    trace_repeats=1,
+    plan_sizes=(10, 20, 200, 210),
+    plan_updates=1,
+    machine_items=5,
+    machine_repeats=1,
+    replay_rounds=100,
+    replay_long_rounds=100,
+    cache_rounds=10,
+    long_rounds=40,
+)
+
 
 # --- the command ----------------------------------------------------------------------------
 
 
-def test_quick_json_run_prints_one_object_with_every_figure() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator.bench", "--quick", "--json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+def test_quick_json_run_prints_one_object_with_every_figure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The command itself, in this process, with --quick's sizes shrunk to the least that still
+    # computes every figure: this checks the JSON, not the numbers (`make bench` measures).
+    monkeypatch.setattr(bench_command, "QUICK", SMOKE)
+    done = CliRunner().invoke(bench_command.main, ["--quick", "--json"])
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    assert done.exit_code == 0, done.stderr
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, done.stdout
     document = json.loads(lines[0])
@@ -299,23 +335,6 @@ def test_benchmark_session_plays_the_same_on_both_loops() -> None:
 
 # --- each figure is computed: a slowed variant moves it -----------------------------------------
 
-#: Smaller than --quick: each benchmark runs twice below.
-TINY = attrs.evolve(
-    QUICK,
-    session_rounds=12,
-    session_repeats=1,
-    sdk_calls=2,
-    growth_rounds=(6, 30),
-    growth_repeats=1,
-    live_rounds=12,
-    live_repeats=1,
-    trace_rounds=10,
-    plan_samples=1,
-    plan_updates=3,
-    replay_rounds=200,
-    replay_long_rounds=800,
-)
-
 
 def _burning_first(function: Callable[..., Any], seconds: Callable[..., float]) -> Any:
     """``function`` after burning ``seconds(*args)`` of CPU."""
@@ -332,7 +351,7 @@ def _slow_loop_step(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _summary_growing_with_the_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
-    cost = lambda _self, body: 60e-6 * len(body["messages"])  # noqa: E731
+    cost = lambda _self, body: 5e-6 * len(body["messages"]) ** 2  # noqa: E731
     monkeypatch.setattr(Conversation, "summary", _burning_first(Conversation.summary, cost))
 
 
@@ -341,23 +360,17 @@ def _slow_live_view(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _slow_trace(monkeypatch: pytest.MonkeyPatch) -> None:
-    slowed = _burning_first(TraceRenderer.__call__, lambda *_: 50e-6)
+    slowed = _burning_first(TraceRenderer.__call__, lambda *_: 200e-6)
     monkeypatch.setattr(TraceRenderer, "__call__", slowed)
 
 
 def _slow_replay(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Replay, "_feed", _burning_first(Replay._feed, lambda *_: 100e-6))
+    monkeypatch.setattr(Replay, "_feed", _burning_first(Replay._feed, lambda *_: 400e-6))
 
 
 def _quadratic_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     cost = lambda _self, payload: 1e-6 * len(payload["items"]) ** 2  # noqa: E731
     monkeypatch.setattr(PlanBoard, "apply", _burning_first(PlanBoard.apply, cost))
-
-
-def _replay_long(sizes: Sizes, workdir: Path) -> Found:
-    # Long enough that holding every event shows beside the interpreter's own ~30 MiB: at
-    # TINY's 800 rounds the hoard is a few MiB, within the allocator's noise.
-    return _figures._replay(attrs.evolve(sizes, replay_long_rounds=4000), workdir)
 
 
 def _hoarding_replay(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -375,26 +388,39 @@ def _eager_cli_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_cli_start, "cli_command", lambda: [sys.executable, "-c", eager])
 
 
+# Each slowed variant does at least ten times the work of what it slows (a fixed CPU burn, on
+# the benchmarks' own CPU clock), and the figure need only move by a third of that: a busy
+# machine inflates both sides of a ratio and leaves the effect far above its noise.
 @pytest.mark.parametrize(
     ("measure", "figure", "slow_down", "factor"),
     [
-        pytest.param(_figures._cli_start, "cli_start_vs_python", _eager_cli_start, 2, id="start"),
-        pytest.param(_figures._overhead, "harness_vs_sdk_call", _slow_loop_step, 2, id="sdk"),
+        # A start is wall-clock time of fresh processes, which a busy machine moves as much as
+        # the variant does: `make bench` checks it, on a machine left alone.
+        pytest.param(
+            _figures._cli_start,
+            "cli_start_vs_python",
+            _eager_cli_start,
+            2,
+            id="start",
+            marks=pytest.mark.bench,
+        ),
+        pytest.param(_figures._overhead, "harness_vs_sdk_call", _slow_loop_step, 3, id="sdk"),
         pytest.param(
             _figures._round_cost_growth,
             "round_cost_growth",
             _summary_growing_with_the_conversation,
-            1.3,
+            3,
             id="growth",
         ),
         pytest.param(_figures._live_view, "live_view_vs_harness", _slow_live_view, 3, id="live"),
         pytest.param(_figures._trace, "trace_vs_floor", _slow_trace, 3, id="trace"),
-        pytest.param(_figures._todo_round, "todo_round_trace_us", _slow_trace, 2, id="todo"),
-        pytest.param(_figures._replay, "replay_vs_parse_ratio", _slow_replay, 2, id="replay"),
+        pytest.param(_figures._todo_round, "todo_round_trace_us", _slow_trace, 3, id="todo"),
+        pytest.param(_figures._replay, "replay_vs_parse_ratio", _slow_replay, 3, id="replay"),
+        # Memory, not time: the hoard is ten copies of the trace's events.
         pytest.param(
-            _replay_long, "replay_peak_rss_mb_40k", _hoarding_replay, 1.5, id="replay-rss"
+            _figures._replay, "replay_peak_rss_mb_40k", _hoarding_replay, 2, id="replay-rss"
         ),
-        # An exponent moves by adding: a quadratic cost added on top lifts it by about one half.
+        # An exponent moves by adding: a quadratic cost added on top lifts it by about one.
         pytest.param(
             _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, None, id="plan"
         ),

@@ -1,7 +1,9 @@
-"""Whole tasks through ``orchestrator run`` as a subprocess, against the loopback Messages API.
+"""Whole tasks through ``orchestrator run``, against the loopback Messages API.
 
 Each test writes a script, starts a :class:`MessagesServer` playing it, and runs the real CLI
-with the real ``anthropic`` client pointed at the server. For every request the server got, the
+with the real ``anthropic`` client pointed at the server: in this process
+(:func:`tests.in_process.run_cli`), except where the process is the point (Ctrl-C, and one
+whole task through ``python -m orchestrator``). For every request the server got, the
 API's structural rules must hold, and the script's ``expect`` entries (checked by the server)
 must have matched the tool results the harness sent.
 """
@@ -24,6 +26,7 @@ import pytest
 
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
+from tests.in_process import run_cli
 
 TIMEOUT = 60
 PLAN: dict[str, Any] = {
@@ -79,8 +82,11 @@ def _environment(**extra: str) -> dict[str, str]:
 
 
 def _orchestrator(
-    args: Sequence[str], env: Mapping[str, str], cwd: Path
+    args: Sequence[str], env: Mapping[str, str], cwd: Path, *, process: bool = False
 ) -> subprocess.CompletedProcess[str]:
+    """``orchestrator ARGS`` in this process, or as a real one when ``process``."""
+    if not process:
+        return run_cli(args, env=env, cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
         env=dict(env),
@@ -99,6 +105,7 @@ def _run_task(
     *flags: str,
     task: str = "Fix add in calc.py and run its test",
     yes: bool = True,
+    process: bool = False,
 ) -> Finished:
     """Run ``orchestrator run`` against a server playing ``turns``; check every request."""
     workdir = tmp_path / "work"
@@ -110,7 +117,7 @@ def _run_task(
         args = ["run", task, "--workdir", str(workdir), "--trace", str(trace), *flags]
         if yes:
             args.append("--yes")
-        process = _orchestrator(args, env, tmp_path)
+        process = _orchestrator(args, env, tmp_path, process=process)
         requests = server.requests
         violations = server.violations
     assert "Traceback" not in process.stderr, process.stderr
@@ -182,7 +189,8 @@ def test_a_multi_step_task_edits_real_files_through_a_529_and_a_429(tmp_path: Pa
         _call("todo", PLAN_DONE, expect=_ok("calc ok")),
         {"text": "Fixed add; the test passes.", "expect": _ok("(2/2 completed)")},
     ]
-    run = _run_task(tmp_path, turns)
+    # A real process: the one whole task that goes through `python -m orchestrator` itself.
+    run = _run_task(tmp_path, turns, process=True)
     assert run.code == 0, run.stderr
     assert (workdir / "calc.py").read_text(encoding="utf-8") == CALC.replace("a - b", "a + b")
     assert (workdir / "docs" / "CHANGES.md").read_text(encoding="utf-8") == "- add adds now\n"
@@ -476,16 +484,7 @@ def test_the_demo_prints_commands_a_person_can_paste(monkeypatch: pytest.MonkeyP
 
 
 def _piped(args: Sequence[str], env: Mapping[str, str], cwd: Path, stdin: str) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=dict(env),
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_cli(args, env=env, cwd=cwd, input=stdin)
 
 
 @pytest.mark.parametrize("args", [["run", "-"], ["run"]], ids=["dash", "no-argument"])
@@ -776,7 +775,8 @@ def test_max_cost_ends_the_run_cleanly_once_spent(tmp_path: Path) -> None:
 
 
 def test_max_duration_ends_the_run_between_rounds(tmp_path: Path) -> None:
-    turns = [_call("bash", {"command": "sleep 2"}), _call("bash", {"command": "echo never"})]
+    # The sleep outlasts the 1 s budget however fast the machine, so the check must end it.
+    turns = [_call("bash", {"command": "sleep 1.2"}), _call("bash", {"command": "echo never"})]
     run = _run_task(tmp_path, [*turns, {"text": "never reached"}], "--max-duration", "1s")
     assert run.code == 1, run.stderr
     assert len(run.requests) == 1

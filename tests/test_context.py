@@ -8,8 +8,6 @@ context cannot pass. Tool output is real (``cat`` of a 20 KB file in a temp dir)
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,9 +25,9 @@ from orchestrator.testing import (
     default_summary,
     full_capabilities,
 )
+from tests.in_process import run_cli
 from tests.test_cli import _environment, _orchestrator
 
-TIMEOUT = 240
 BIG = "".join(
     f"line {n:05d} of a long test log: all good so far, nothing to see here\n" for n in range(280)
 )
@@ -67,17 +65,7 @@ def _run(
             ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url, **(env or {})
         )
         args = ["run", "Work through the plan", "--workdir", str(workdir), "--trace", str(trace)]
-        # Not test_cli's _orchestrator: a 300-round run needs more than its timeout on a busy box.
-        process = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *args, "--yes", *flags],
-            env=environment,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
+        process = run_cli([*args, "--yes", *flags], env=environment, cwd=tmp_path)
         requests, violations = server.requests, server.violations
         summaries, refusals = server.summary_requests, server.refusals
     assert "Traceback" not in process.stderr, process.stderr
