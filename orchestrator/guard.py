@@ -83,7 +83,7 @@ def describe_arguments(arguments: Mapping[str, Any] | Any, limit: int = 80) -> s
     """A short one-line rendering of a call's key argument, for terminals and timelines.
 
     A command or path keeps its words: long paths in it are cut in their middles first, and
-    only a command past twice ``limit`` loses its own middle.
+    only what is still past ``limit`` then loses its own middle (its start and end stay).
     """
     if isinstance(arguments, Mapping):
         for key in ("command", "path", "items"):
@@ -92,7 +92,7 @@ def describe_arguments(arguments: Mapping[str, Any] | Any, limit: int = 80) -> s
                 if key == "items" and isinstance(value, list):
                     return f"{len(value)} item" + ("" if len(value) == 1 else "s")
                 one_line = str(value).replace("\n", " ")
-                return shorten_command(one_line, limit, hard_limit=2 * limit)
+                return shorten_command(one_line, limit, hard_limit=limit)
     return _clip(json.dumps(arguments, ensure_ascii=False, default=repr), limit)
 
 
