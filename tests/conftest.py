@@ -1,4 +1,8 @@
-"""Suite-wide fixtures, and the hardening figures ``make test`` ends with.
+"""Suite-wide fixtures, the hypothesis profiles, and the hardening figures ``make test`` ends with.
+
+Hypothesis runs under the ``ci`` profile unless ``--hypothesis-profile=deep`` asks for every
+example (``make test-deep``; see :mod:`tests.budget`). Neither profile has a deadline: a busy
+machine must not fail a property for being slow.
 
 Hardening tests record what they tried through the ``hardening`` fixture. Under pytest-xdist
 each worker is its own process, so records go to files in one folder and the controlling
@@ -18,6 +22,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+from tests.budget import CI, DEEP
+
+settings.register_profile(CI, max_examples=25, deadline=None)
+settings.register_profile(DEEP, deadline=None)
+# Loaded here so it is the default; the hypothesis plugin loads --hypothesis-profile after this.
+settings.load_profile(CI)
 
 _KINDS = ("fault", "hostile", "escape", "lost", "redteam")
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")

@@ -275,9 +275,9 @@ def test_a_consumer_module_type_checks_under_mypy_strict(tmp_path: Path) -> None
     # One run for both files, on the cache `make lint` has just filled (mypy re-checks what
     # changed): the package's own modules and the SDK's stubs are not parsed again.
     cache = Path(__file__).resolve().parent.parent / ".mypy_cache"
+    command = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache)]
     checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache), "consumer.py"]
-        + ["broken.py"],
+        [*command, "consumer.py", "broken.py"],
         check=False,
         capture_output=True,
         text=True,

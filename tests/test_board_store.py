@@ -21,6 +21,7 @@ from orchestrator.board.check import check_log
 from orchestrator.board.store import BoardError, LogEntry, NothingClaimable, SqlBoardStore
 from orchestrator.board.stores import BoardUrlError, open_store
 from orchestrator.plan import Status
+from tests.budget import examples
 from tests.postgres import NoPostgres, fresh_database, start_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -330,7 +331,7 @@ class Interleaved(RuleBasedStateMachine):
 
 TestInterleaved = Interleaved.TestCase
 TestInterleaved.settings = settings(
-    max_examples=40,
+    max_examples=examples(40),
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from orchestrator.plan import CheckFailedError, PlanBoard, PlanError
 from orchestrator.protocols import CheckResult
+from tests.budget import examples
 from tests.test_done_guards import _events, _replays, _run
 
 
@@ -116,7 +117,7 @@ def _updates(draw: st.DrawFn) -> dict[str, Any]:
     return {"items": items, "merge": draw(st.booleans())}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     updates=st.lists(_updates(), min_size=1, max_size=8),
     failing=st.frozensets(st.sampled_from(_COMMANDS)),

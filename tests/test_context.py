@@ -25,6 +25,7 @@ from orchestrator.testing import (
     default_summary,
     full_capabilities,
 )
+from tests.budget import deep
 from tests.in_process import run_cli
 from tests.test_cli import _environment, _orchestrator
 
@@ -131,14 +132,17 @@ def _texts(body: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def test_a_300_round_run_under_a_30k_window_finishes_and_keeps_the_board(tmp_path: Path) -> None:
+def test_a_long_run_under_a_30k_window_finishes_and_keeps_the_board(tmp_path: Path) -> None:
+    # 160 rounds go through several compactions with over 100 requests after the first; the
+    # deep profile runs the 300 rounds the issue asked for.
+    rounds = 300 if deep() else 160
     limits = ServerLimits(max_input_tokens=30_000)
-    run = _run(tmp_path, _long_script(300, 10), "--max-rounds", "400", limits=limits)
+    run = _run(tmp_path, _long_script(rounds, 10), "--max-rounds", "400", limits=limits)
     assert run.code == 0, run.stderr
     assert run.refusals == []
     assert max(count_tokens(body) for body in run.requests) <= 30_000
     cleared, compacted = run.events("context.cleared"), run.events("context.compacted")
-    assert cleared and compacted
+    assert cleared and len(compacted) >= 3
     assert len(run.summaries) == len(compacted)
     for summary in run.summaries:
         assert "tools" not in summary
@@ -456,6 +460,7 @@ from orchestrator.context.clearing import STUB_PREFIX, clear_results, stub_text 
 from orchestrator.context.compaction import BOARD_HEADER  # noqa: E402
 from orchestrator.conversation import Conversation  # noqa: E402
 from orchestrator.plan import PlanBoard  # noqa: E402
+from tests.budget import examples  # noqa: E402
 
 TOOLS = [
     {"name": name, "description": name, "input_schema": {"type": "object"}}
@@ -554,7 +559,7 @@ def _histories(draw: st.DrawFn) -> tuple[list[dict[str, Any]], PlanBoard, int, b
 
 
 @given(_histories())
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_clearing_and_compaction_keep_requests_valid_and_the_board(
     case: tuple[list[dict[str, Any]], PlanBoard, int, bool, bool],
 ) -> None:

@@ -19,6 +19,7 @@ from orchestrator.conversation import (
     count_breakpoints,
 )
 from orchestrator.testing import check_request
+from tests.budget import examples
 
 TOOLS: list[dict[str, Any]] = [
     {"name": "bash", "description": "run", "input_schema": {"type": "object"}},
@@ -138,7 +139,7 @@ def test_without_tools_the_spare_breakpoint_goes_to_an_older_message() -> None:
     assert check_request(body) == [_TOOLS_REQUIRED]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     steps=st.lists(st.sampled_from(["round", "reminder", "pause", "user"]), max_size=14),
     with_tools=st.booleans(),
@@ -393,7 +394,7 @@ def _full_summary(body: dict[str, Any]) -> tuple[int, int, int]:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(steps=_STEPS)
 def test_the_summary_is_what_encoding_the_whole_body_gives(steps: list[str]) -> None:
     """Whatever happened to the conversation, including edits that bypass its methods."""
@@ -449,7 +450,7 @@ _HEADS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(heads=st.lists(_HEADS, min_size=1, max_size=6), edits=st.lists(st.booleans(), max_size=6))
 def test_the_summary_stays_exact_when_the_head_changes_or_a_marked_message_is_edited(
     heads: list[dict[str, Any]], edits: list[bool]

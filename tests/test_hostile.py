@@ -38,6 +38,7 @@ from orchestrator.tools import (
     Workdir,
     WriteFileTool,
 )
+from tests.budget import examples
 from tests.conftest import HardeningRecorder
 
 # The one name every outside target uses, so a stray write is easy to look for.
@@ -398,7 +399,7 @@ def _play(
 
 
 @settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

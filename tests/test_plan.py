@@ -43,6 +43,7 @@ from orchestrator.plan import (
 )
 from orchestrator.protocols import JSONObject, Plan, PlanRecord, Tool, ToolError, ToolResult
 from orchestrator.tools import ToolRegistry
+from tests.budget import examples
 
 PENDING, IN_PROGRESS = Status.PENDING, Status.IN_PROGRESS
 COMPLETED, CANCELLED = Status.COMPLETED, Status.CANCELLED
@@ -1746,7 +1747,7 @@ class PlanBoardMachine(RuleBasedStateMachine):
 
 
 PlanBoardMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=30, deadline=None
+    max_examples=examples(150), stateful_step_count=30, deadline=None
 )
 TestPlanBoardMachine = PlanBoardMachine.TestCase
 

@@ -28,6 +28,7 @@ from orchestrator.testing import MessagesServer
 from orchestrator.tools import BashTool, ReadFileTool, ToolRegistry, Workdir, WriteFileTool
 from orchestrator.trace import open_trace
 from orchestrator.trace_file import TRACE_FORMAT, read_trace
+from tests.budget import examples
 
 TASK = "Summarise notes.txt"
 MODEL = "claude-test"
@@ -780,7 +781,7 @@ _TURNS = st.one_of(
 )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     turns=_TURNS,
     threshold=st.integers(min_value=1, max_value=3),

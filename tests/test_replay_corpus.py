@@ -22,6 +22,7 @@ from orchestrator.replay import Replay, check_trace, rebuild
 from orchestrator.sessions import summarize
 from orchestrator.trace_file import TraceError, read_trace
 from orchestrator.transcript import transcript_lines
+from tests.budget import examples
 from tests.replay_corpus import VERDICTS, apply, base_lines, verdict_of
 
 _CORPUS: list[dict[str, Any]] = json.loads(VERDICTS.read_text(encoding="utf-8"))
@@ -119,7 +120,7 @@ _ODD_VALUES = st.one_of(
 
 
 @given(data=st.data())
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_edit_of_any_field_is_a_divergence_or_a_trace_error(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
 ) -> None:

@@ -31,6 +31,7 @@ from orchestrator.tools import (
     standard_tools,
 )
 from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
+from tests.budget import examples
 
 
 @pytest.fixture
@@ -847,7 +848,7 @@ _FIELDS = {
 _ARGUMENTS = _JSON | st.fixed_dictionaries({}, optional=_FIELDS)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(["read_file", "write_file", "edit_file", "todo", ""]),
     arguments=_ARGUMENTS,

@@ -33,6 +33,7 @@ from orchestrator.trace import (
     secrets_from_environment,
 )
 from orchestrator.trace_file import TRACE_FORMAT, read_trace
+from tests.budget import examples
 
 PLANTED_KEY = "sk-ant-planted-SECRET-123456"
 
@@ -320,7 +321,7 @@ def _exact_line(event: dict[str, Any]) -> bytes:
     return json.dumps(walked, ensure_ascii=False, default=str, separators=(",", ":")).encode()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     fields=st.dictionaries(
         st.sampled_from(["output", "input", "api_key", "usage", "body"]), _VALUES
