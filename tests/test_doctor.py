@@ -1,9 +1,9 @@
 """``orchestrator doctor`` and ``orchestrator config`` diagnose a first run (issue 26, item 10).
 
-Each test runs the real CLI in a second process. The model check asks the package's own
-Messages-API test server, which answers ``GET /v1/models/{id}`` (404 for a name outside its
-``known_models``); the silent endpoint is a loopback socket that takes connections and never
-answers a byte. The sandbox lines are covered in tests/test_sandbox.py.
+Each test runs the real CLI in this process (:func:`tests.in_process.run_cli`). The model check
+asks the package's own Messages-API test server, which answers ``GET /v1/models/{id}`` (404 for
+a name outside its ``known_models``); the silent endpoint is a loopback socket that takes
+connections and never answers a byte. The sandbox lines are covered in tests/test_sandbox.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from orchestrator.config import SETTINGS
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, ServerLimits
+from tests.in_process import run_cli
 
 API_KEY = "sk-ant-api03-" + "Q" * 40 + "-tail9XYZ"
 MODEL = "claude-test-model"
@@ -43,17 +43,7 @@ def _environment(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def _orchestrator(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    # The bound is a safety net against a hang, not an assertion about how long doctor takes.
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(args, env=env, cwd=cwd)
 
 
 def _doctor(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
@@ -145,11 +135,17 @@ def test_doctor_without_a_key_names_both_variables_and_asks_nothing(tmp_path: Pa
 def test_doctor_against_a_silent_endpoint_ends_and_says_it_did_not_answer(
     tmp_path: Path, silent_endpoint: str
 ) -> None:
-    done = _doctor(tmp_path, ANTHROPIC_API_KEY=API_KEY, ANTHROPIC_BASE_URL=silent_endpoint)
+    # A 1 s bound instead of doctor's own 4.5 s: the same two tries, a fifth of the waiting.
+    done = _doctor(
+        tmp_path,
+        ANTHROPIC_API_KEY=API_KEY,
+        ANTHROPIC_BASE_URL=silent_endpoint,
+        ORCHESTRATOR_TIMEOUT="1",
+    )
     assert done.returncode == 1
     assert _line(done.stdout, "model: ") == (
         f"model: {MODEL} (ORCHESTRATOR_MODEL) not checked: the endpoint did not answer "
-        "(timed out, 2 tries of 4.5 s)"
+        "(timed out, 2 tries of 1 s)"
     )
     assert _line(done.stdout, "in effect (sandbox = ")  # the checks after it still ran
 
