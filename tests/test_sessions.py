@@ -1,6 +1,7 @@
 """Sessions you can find again: traces in the per-user state dir, ``sessions``, ``resume``.
 
-The real CLI runs as a subprocess against the loopback Messages API, with its own state
+The real CLI runs in this process (:func:`tests.in_process.run_cli`) against the loopback
+Messages API, with its own state
 directory (``ORCHESTRATOR_STATE_DIR``) so no test touches another's sessions or the real home.
 """
 
@@ -10,7 +11,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ import pytest
 from orchestrator.script import parse_script
 from orchestrator.sessions import summarize, workdir_folder
 from orchestrator.testing import MessagesServer, check_request
+from tests.in_process import run_cli
 from tests.test_cli import _environment
 
 TIMEOUT = 60
@@ -28,17 +29,7 @@ TIMEOUT = 60
 def _cli(
     args: Sequence[str], env: Mapping[str, str], cwd: Path, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=dict(env),
-        cwd=cwd,
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_cli(args, env=env, cwd=cwd, input=stdin)
 
 
 def _server(*turns: Mapping[str, Any]) -> MessagesServer:
