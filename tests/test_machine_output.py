@@ -12,6 +12,7 @@ import pytest
 
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
+from tests.in_process import run_cli
 
 START = {"items": [{"id": "1", "text": "Say hi", "status": "in_progress"}]}
 DONE = {"items": [{"id": "1", "status": "completed"}], "merge": True}
@@ -38,14 +39,7 @@ def _run(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         )
         trace = str(tmp_path / f"{len(list(tmp_path.glob('*.jsonl')))}.jsonl")
         command = ["run", "Say hi", "--workdir", str(workdir), "--yes", "--trace", trace]
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrator", *command, *flags],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=300,
-        )
+        return run_cli([*command, *flags], env=env)
 
 
 def test_stream_json_ends_with_the_result_json_prints(tmp_path: Path) -> None:
@@ -89,13 +83,18 @@ def test_a_usage_error_in_text_mode_prints_nothing_on_stdout(tmp_path: Path) -> 
     assert (done.returncode, done.stdout) == (2, "")
 
 
-def _run_in_state(tmp_path: Path, state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run_in_state(
+    tmp_path: Path, state: Path, *args: str, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``orchestrator ARGS`` in this process, or a second one where the pid matters."""
     env = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
     }
     env.update(ORCHESTRATOR_STATE_DIR=str(state), ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "cfg"))
+    if not process:
+        return run_cli(args, env=env, cwd=tmp_path / "work")
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
         capture_output=True,
@@ -141,7 +140,7 @@ def test_a_running_session_is_locked_against_a_second_process(tmp_path: Path) ->
     lock = SessionLock(trace)
     lock.take()  # this process is now "running" the session
     try:
-        second = _run_in_state(tmp_path, state, "resume", str(trace), "next", "--yes")
+        second = _run_in_state(tmp_path, state, "resume", str(trace), "next", "--yes", process=True)
         assert second.returncode == 2
         assert f"is running in another process (pid {os.getpid()})" in second.stderr
         assert second.stderr.count("\n") == 1
