@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from hypothesis import strategies as st
 from orchestrator.plan import CheckFailedError, PlanBoard, PlanError
 from orchestrator.protocols import CheckResult
 from tests.budget import examples
+from tests.in_process import run_cli
 from tests.test_done_guards import _events, _replays, _run
 
 
@@ -55,13 +54,7 @@ def test_replay_catches_a_completion_without_its_passing_check(tmp_path: Path) -
         line for line in trace.read_text().splitlines() if json.loads(line)["event"] != "plan.check"
     ]
     trace.write_text("\n".join(kept) + "\n")
-    replayed = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", "--check", str(trace)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    replayed = run_cli(["replay", "--check", str(trace)])
     assert replayed.returncode == 1 and "diverged" in replayed.stderr
 
 

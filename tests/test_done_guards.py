@@ -1,17 +1,20 @@
-"""The ``done`` edge's guards through the real CLI and SDK: a settled plan, and ``--done-check``."""
+"""The ``done`` edge's guards through the real CLI and SDK: a settled plan, and ``--done-check``.
+
+The CLI runs in this process (:func:`tests.in_process.run_cli`).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
+from tests.in_process import run_cli
 
 TWO_ITEMS = {
     "items": [
@@ -41,25 +44,12 @@ def _run(
             NO_COLOR="1",
         )
         command = ["run", "Do it", "--workdir", str(workdir), "--trace", str(trace), "--yes"]
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *command, *flags],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=300,
-        )
+        done = run_cli([*command, *flags], env=env)
     return done, trace, server
 
 
 def _replays(trace: Path) -> None:
-    replayed = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", "--check", str(trace)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    replayed = run_cli(["replay", "--check", str(trace)])
     assert replayed.returncode == 0, replayed.stderr
 
 
@@ -125,12 +115,6 @@ def test_replay_catches_a_forged_done_check(tmp_path: Path) -> None:
             event.update(exit_code=0, passed=True)
         forged.append(json.dumps(event))
     trace.write_text("\n".join(forged) + "\n")
-    replayed = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", "--check", str(trace)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    replayed = run_cli(["replay", "--check", str(trace)])
     assert replayed.returncode == 1
     assert "diverged" in replayed.stderr
