@@ -402,8 +402,8 @@ def test_a_second_live_writer_is_refused_and_loses_nothing(tmp_path: Path) -> No
 
 def test_a_loaded_board_is_in_the_first_message_and_said_on_the_console(tmp_path: Path) -> None:
     import os
-    import subprocess
-    import sys
+
+    from tests.in_process import run_cli
 
     board_path = tmp_path / "board.json"
     save_items(
@@ -422,14 +422,7 @@ def test_a_loaded_board_is_in_the_first_message_and_said_on_the_console(tmp_path
             ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"),
         )
         command = ["run", "Go on", "--workdir", str(tmp_path), "--board", str(board_path)]
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *command, "--yes", "--settle-plan", "false"],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=300,
-        )
+        done = run_cli([*command, "--yes", "--settle-plan", "false"], env=env)
         first = server.requests[0]["messages"][0]["content"][0]["text"]
     assert done.returncode == 0, done.stderr
     assert "board: 2 items from board.json" in done.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from orchestrator.board.stores import open_store
 from orchestrator.plan import PlanError, TodoTool
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
+from tests.in_process import run_cli
 from tests.test_cli import _environment
 
 
@@ -124,14 +124,7 @@ def test_a_run_on_a_shared_board_through_the_real_cli(tmp_path: Path) -> None:
         )
         command = ["run", "Do your part", "--workdir", str(workdir), "--yes", "--quiet"]
         shared = ["--board", url, "--agent", "alice", "--trace", str(trace)]
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *command, *shared],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=300,
-        )
+        done = run_cli([*command, *shared], env=env)
     assert done.returncode == 0, done.stderr
     # The model's second call tried to complete bob's item: refused whole, so #1 stayed too.
     results = [
@@ -152,13 +145,7 @@ def test_a_run_on_a_shared_board_through_the_real_cli(tmp_path: Path) -> None:
         ("alice", "1", "complete"),
     ]
     assert check_log(entries, items) is None
-    replayed = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", "--check", str(trace)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    replayed = run_cli(["replay", "--check", str(trace)])
     assert replayed.returncode == 0, replayed.stderr
 
 
@@ -166,14 +153,7 @@ def _orchestrator(
     args: list[str], tmp_path: Path, **extra: str
 ) -> subprocess.CompletedProcess[str]:
     env = _environment(ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"), **extra)
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=300,
-    )
+    return run_cli(args, env=env)
 
 
 def test_a_check_set_with_board_add_guards_completion_in_a_run(tmp_path: Path) -> None:
