@@ -1,11 +1,14 @@
-"""``orchestrator eval`` and ``orchestrator eval report`` as a person calls them."""
+"""``orchestrator eval`` and ``orchestrator eval report`` as a person calls them.
+
+The CLI runs in this process (:func:`tests.in_process.run_cli`): the eval's own runs are what
+is tested, not the interpreter they start in.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,20 +16,14 @@ import pytest
 from orchestrator.cli import main
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
+from tests.in_process import run_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _orchestrator(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "NO_COLOR": "1"},
-        cwd=cwd,
-        check=False,
-    )
+    return run_cli(args, env={**env, "NO_COLOR": "1"}, cwd=cwd)
 
 
 def test_a_scripted_eval_of_the_bundled_suite_then_its_report(tmp_path: Path) -> None:
@@ -224,14 +221,7 @@ def _api_eval(
             "ORCHESTRATOR_MAX_RETRIES": "0",
             "NO_COLOR": "1",
         }
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", "eval", "suite.toml", "--out", "out", *args],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            check=False,
-        )
+        done = run_cli(["eval", "suite.toml", "--out", "out", *args], env=env, cwd=tmp_path)
         return done, server.requests
 
 
