@@ -23,6 +23,7 @@ from orchestrator.diagram import (
 )
 from orchestrator.loop import LOOP_STATES, LOOP_TRANSITIONS
 from orchestrator.plan import ITEM_TRANSITIONS, Status
+from tests.in_process import run_cli
 
 STATECHARTS = Path(__file__).resolve().parents[1] / "statecharts"
 GENERATED = ["item.mmd", "loop.mmd", "item.dot", "loop.dot", "README.md"]
@@ -411,21 +412,13 @@ def test_an_image_output_is_rendered_by_graphviz(tmp_path: Path, suffix: str) ->
 
 
 def test_the_diagram_command_prints_dot_and_writes_a_folder(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "diagram", "--machine", "loop", "--format", "dot"],
-        capture_output=True,
-        text=True,
-        check=False,
+    done = run_cli(
+        ["diagram", "--machine", "loop", "--format", "dot"],
         env={**os.environ, "PATH": str(tmp_path)},  # no dot program on the PATH
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == (STATECHARTS / "loop.dot").read_text(encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "diagram", "--output", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_cli(["diagram", "--output", str(tmp_path / "out")])
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["item.mmd", "loop.mmd"]
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from orchestrator.sessions import summarize
 from orchestrator.trace_file import TraceError, read_trace
 from orchestrator.transcript import transcript_lines
 from tests.budget import examples
+from tests.in_process import run_cli
 from tests.replay_corpus import VERDICTS, apply, base_lines, verdict_of
 
 _CORPUS: list[dict[str, Any]] = json.loads(VERDICTS.read_text(encoding="utf-8"))
@@ -73,15 +72,7 @@ def test_resume_and_replay_of_an_edited_trace_say_one_line_and_exit_2_or_1(
         (["resume", str(trace), "next", "--workdir", str(tmp_path)], {2}),
         (["replay", "--check", str(trace)], {1, 2}),
     ):
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *args],
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_cli(args, env=environment)
         assert done.returncode in codes, done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
         assert done.stderr.startswith("orchestrator: ")

@@ -34,6 +34,7 @@ from orchestrator.trace import (
 )
 from orchestrator.trace_file import TRACE_FORMAT, read_trace
 from tests.budget import examples
+from tests.in_process import run_cli
 
 PLANTED_KEY = "sk-ant-planted-SECRET-123456"
 
@@ -469,11 +470,8 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
             # A variable passed into bash with --env, so the key does come back in its output.
             "LEAKED_VIA_ENV": PLANTED_KEY,
         }
-        done = subprocess.run(
+        done = run_cli(
             [
-                sys.executable,
-                "-m",
-                "orchestrator",
                 "run",
                 "Show me the configuration",
                 "--workdir",
@@ -488,10 +486,6 @@ def test_a_planted_api_key_never_reaches_the_trace(tmp_path: Path) -> None:
                 "0",
             ],
             env=env,
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=60,
         )
         assert done.returncode == 0, done.stderr
         assert server.violations == []
@@ -536,13 +530,7 @@ def demo_trace(scratch: Path) -> tuple[bytes, Path]:
     try:
         trace = scratch / "demo.jsonl"
         command = ["demo", "--quiet", "--workdir", str(workdir), "--trace", str(trace)]
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *command],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_cli(command)
         assert done.returncode == 0, done.stderr
         return trace.read_bytes(), workdir
     finally:
