@@ -28,6 +28,7 @@ from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
 from orchestrator.tools.mcp import _rendered
 from orchestrator.trust import TrustStore, trust_file
+from tests.in_process import run_cli
 
 TIMEOUT = 60
 SERVERS = Path(__file__).with_name("mcp_servers.py")
@@ -121,26 +122,10 @@ def _run(
             ANTHROPIC_BASE_URL=server.base_url,
             **variables,
         )
-        process = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "orchestrator",
-                "run",
-                "Use the tools",
-                "--workdir",
-                str(workdir),
-                "--trace",
-                str(trace),
-                *flags,
-            ],
+        process = run_cli(
+            ["run", "Use the tools", "--workdir", str(workdir), "--trace", str(trace), *flags],
             env=env,
             cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
         )
         requests, violations = server.requests, server.violations
     assert "Traceback" not in process.stderr, process.stderr
@@ -211,13 +196,7 @@ def test_a_stdio_server_s_tools_reach_the_model_and_the_server_sees_the_calls(
     assert fixed >= estimate_tokens(first["tools"])
     assert "mcp server notes: started (stdio), 6 tools" in run.stderr
     assert _survivors(tmp_path) == []
-    replay = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", "--check", str(tmp_path / "t0.jsonl")],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    replay = run_cli(["replay", "--check", str(tmp_path / "t0.jsonl")])
     assert replay.returncode == 0, replay.stderr
 
 
@@ -430,27 +409,16 @@ def test_a_malformed_mcp_json_is_one_line_and_exit_2(
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / ".mcp.json").write_text(document, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "run", "x", "--workdir", str(workdir), "--yes"],
+    done = run_cli(
+        ["run", "x", "--workdir", str(workdir), "--yes"],
         env=_environment(tmp_path, ANTHROPIC_API_KEY="k"),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
     )
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
 
 
 def _orchestrator(*args: str, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_cli(args, env=env)
 
 
 def test_mcp_list_shows_each_server_how_it_started_and_its_tools(tmp_path: Path) -> None:
@@ -504,15 +472,7 @@ def test_on_a_terminal_the_question_covers_mcp_json_and_a_yes_is_recorded(tmp_pa
         child.close()
         assert child.exitstatus == 0, child.before
         # Recorded: the next run, with no terminal to ask on, starts the server as well.
-        again = subprocess.run(
-            [sys.executable, *args, "--trace", str(tmp_path / "b.jsonl")],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
-        )
+        again = run_cli([*args[2:], "--trace", str(tmp_path / "b.jsonl")], env=env)
     assert again.returncode == 0, again.stderr
     assert _calls(tmp_path) == ["started stdio", "started stdio"]
     assert TrustStore(trust_file(env)).trusts(workdir)
