@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 from orchestrator.hooks import Hook, HookConfigError, HookRunner, load_hooks
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
+from tests.in_process import run_cli
 from tests.test_cli import _environment
 
 TIMEOUT = 120
@@ -212,18 +212,13 @@ def _run(
     trace = tmp_path / "t.jsonl"
     script = parse_script({"name": "hooks", "turns": list(turns)}, source="test")
     with MessagesServer(script) as server:
-        done = subprocess.run(
+        done = run_cli(
             [
-                *(sys.executable, "-m", "orchestrator", "run", "Do it", "--workdir", str(work)),
+                *("run", "Do it", "--workdir", str(work)),
                 *("--trace", str(trace), "--yes", "--sandbox", "workdir", *flags),
             ],
             env=_env(server, tmp_path / "config"),
             cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
         )
     assert "Traceback" not in done.stderr, done.stderr
     assert server.violations == [], done.stderr
@@ -232,14 +227,7 @@ def _run(
 
 
 def _replays(trace: Path, tmp_path: Path) -> None:
-    check = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", "--check", str(trace)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    check = run_cli(["replay", "--check", str(trace)], cwd=tmp_path)
     assert check.returncode == 0, check.stderr
 
 

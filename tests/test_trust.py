@@ -22,6 +22,7 @@ from orchestrator.config import UntrustedConfig, load_config, widens
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
 from orchestrator.trust import TrustError, TrustStore, trust_file
+from tests.in_process import run_cli
 
 KEY = "sk-ant-trust-test-key-0123456789"
 
@@ -40,11 +41,8 @@ def _env(config_dir: Path) -> dict[str, str]:
 def _run(
     work: Path, config_dir: Path, *flags: str, yes: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_cli(
         [
-            sys.executable,
-            "-m",
-            "orchestrator",
             "run",
             "Summarize this repo",
             "--workdir",
@@ -58,11 +56,6 @@ def _run(
         ],
         env=_env(config_dir),
         cwd=work.parent,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
     )
 
 
