@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from orchestrator.tools import Workdir
 from orchestrator.tools.files import EditFileTool, WriteFileTool
 from orchestrator.tools.protected import ProtectedSnapshot, protected_paths
 from orchestrator.tools.sandbox import find_bwrap, probe_bwrap
+from tests.in_process import run_cli
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -136,14 +136,7 @@ def _run(
             NO_COLOR="1",
         )
         command = ["run", "Work", "--workdir", str(repo), "--trace", str(trace), "--yes"]
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrator", *command, *flags],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            timeout=300,
-        )
+        done = run_cli([*command, *flags], env=env)
     return done, trace
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from orchestrator.tools.sandbox import (
     userns_hint,
 )
 from tests.conftest import HardeningRecorder
+from tests.in_process import run_cli
 from tests.test_tools import (  # the stdin and pid fixtures are used by name
     _alive,
     _assert_error,
@@ -290,11 +290,8 @@ def test_deny_bash_answers_a_bash_call_as_an_unknown_tool(tmp_path: Path, root: 
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     with MessagesServer(script) as server:
         env.update(ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL=server.base_url)
-        completed = subprocess.run(
+        completed = run_cli(
             [
-                sys.executable,
-                "-m",
-                "orchestrator",
                 "run",
                 "Touch a file.",
                 "--workdir",
@@ -308,10 +305,6 @@ def test_deny_bash_answers_a_bash_call_as_an_unknown_tool(tmp_path: Path, root: 
             ],
             env=env,
             cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
         )
         requests = server.requests
         violations = server.violations
@@ -429,16 +422,7 @@ def test_auto_falls_back_to_workdir_with_one_warning(tmp_path: Path, broken_bwra
 def _cli(args: list[str], cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "ANTHROPIC_"))}
     env.update(extra)
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(args, env=env, cwd=cwd)
 
 
 def test_sandbox_bwrap_refuses_to_start_with_one_line_naming_the_fix(
