@@ -251,9 +251,27 @@ def test_kill_members_ends_a_forking_loop_within_its_cap() -> None:
     group = cgroups.create_call_group(found, max_processes=12, max_memory_bytes=256 << 20)
     assert group is not None
     with _started_in(group, ["bash", "-c", "while :; do sleep 30 & done 2>/dev/null"]) as process:
-        time.sleep(0.5)
+        # Until the loop has run into the cap (a fork refused), however slowly it got there.
+        deadline = time.monotonic() + 60
+        while not _forks_refused(group) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _forks_refused(group)
         assert len(cgroups.members(group)) <= 12
         _assert_emptied(group, process)
+
+
+def _forks_refused(group: CallGroup) -> bool:
+    """Whether the group's ``pids.max`` has refused a fork (``max`` in ``pids.events``)."""
+    for directory in group.directories:
+        try:
+            events = (directory / "pids.events").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        for line in events.splitlines():
+            name, _, count = line.partition(" ")
+            if name == "max" and int(count) > 0:
+                return True
+    return False
 
 
 def test_groups_a_killed_harness_left_are_emptied_and_removed_by_the_next() -> None:

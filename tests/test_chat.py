@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,7 +99,21 @@ def _at_prompt(child: pexpect.spawn) -> None:
     Ctrl-D or Ctrl-C sent in that moment would be read by the cooked terminal instead.
     """
     child.expect_exact(PROMPT)
-    time.sleep(0.3)
+    wait_for_terminal_mode(child, raw=True)
+
+
+def wait_for_terminal_mode(child: pexpect.spawn, *, raw: bool) -> None:
+    """Wait until the child's terminal is raw (a prompt reads keys) or cooked (Ctrl-C signals).
+
+    Read from the pseudo-terminal's own settings, so no pause has to guess how long it takes.
+    """
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        is_raw = not termios.tcgetattr(child.child_fd)[3] & termios.ICANON
+        if is_raw == raw:
+            return
+        time.sleep(0.01)
+    pytest.fail(f"the terminal never went {'raw' if raw else 'cooked'}")
 
 
 def _ended(child: pexpect.spawn) -> int:
@@ -401,7 +416,7 @@ def test_a_paste_is_one_message_alt_enter_adds_a_line_and_ctrl_c_stops_only_the_
 
         child.sendline("Wait for something slow")
         _wait_for_chat_bash_call(workdir)
-        time.sleep(0.5)
+        wait_for_terminal_mode(child, raw=False)  # cooked again: Ctrl-C is a signal
         child.sendintr()
         child.expect_exact("run interrupted")
         child.expect_exact(PROMPT)

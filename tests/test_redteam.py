@@ -892,7 +892,10 @@ def test_the_process_check_sees_a_marked_process(
     where = scene[0]
     process = subprocess.Popen(["bash", "-c", f"exec -a {where.marker}-control sleep 30"])
     try:
-        time.sleep(0.2)
+        # Until the exec has renamed it (a hang guard, not a pause): then it must be seen.
+        deadline = time.monotonic() + 30
+        while process.pid not in _marked_processes(where) and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert process.pid in _marked_processes(where)
     finally:
         process.kill()

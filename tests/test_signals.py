@@ -86,13 +86,13 @@ def test_a_stop_signal_kills_the_tool_closes_the_trace_and_exits_128_plus_n(
 
 
 def test_a_closed_terminal_ends_the_chat_with_129(tmp_path: Path) -> None:
-    from tests.test_chat import _server, _spawn_chat, _state
+    from tests.test_chat import _server, _spawn_chat, _state, wait_for_terminal_mode
 
     work = tmp_path / "work"
     work.mkdir()
     with _server({"text": "unused"}) as server:
         child = _spawn_chat(server, work)
-        time.sleep(0.3)
+        wait_for_terminal_mode(child, raw=True)  # at the prompt, reading keys
         child.kill(signal.SIGHUP)
         child.expect(pexpect.EOF)
         child.close()
