@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo eval-demo statecharts docs bench clean
+.PHONY: install test test-fast test-deep lint demo eval-demo statecharts docs bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,22 @@ lint: install
 	$(VENV)/bin/ruff format --check orchestrator tests
 	$(VENV)/bin/mypy
 
+# The suite's layers and what each may spend: docs/development.md. Two workers; the PostgreSQL
+# tests share one worker (--dist loadgroup) and so one cluster. Each run ends with its ten
+# slowest tests, so a test that outgrows its layer shows at once.
+PYTEST := $(PY) -m pytest -n 2 --dist loadgroup --durations=10
+
+# Everything but the wall-clock benchmark checks, hypothesis under its ci profile (conftest.py).
 test: lint
-	$(PY) -m pytest -n 2
+	$(PYTEST) -m "not bench"
+
+# The unit layer alone, for the inner loop: no harness processes, terminals or PostgreSQL.
+test-fast: install
+	$(PYTEST) -m "not e2e and not bench"
+
+# Everything, with every hypothesis example each property asks for and the long runs at length.
+test-deep: lint
+	$(PYTEST) --hypothesis-profile=deep
 
 demo: install
 	$(VENV)/bin/orchestrator demo
@@ -40,8 +54,10 @@ statecharts: install
 docs: install
 	$(PY) -m orchestrator.cli_docs > docs/cli.md
 
+# The figures, then the check that each wall-clock figure moves when what it measures slows.
 bench: install
 	$(PY) -m orchestrator.bench
+	$(PY) -m pytest -n 0 -m bench tests/test_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

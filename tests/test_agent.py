@@ -254,6 +254,7 @@ def test_public_names_are_exported_and_typed() -> None:
     assert add(2, 3) == 5  # a tool is still the function
 
 
+@pytest.mark.e2e
 def test_a_consumer_module_type_checks_under_mypy_strict(tmp_path: Path) -> None:
     consumer = tmp_path / "consumer.py"
     consumer.write_text(

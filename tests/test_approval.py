@@ -107,6 +107,7 @@ def test_the_preview_is_a_diff_for_edits_and_the_content_for_new_files(tmp_path:
 PROMPT = "allow? [y]es"
 
 
+@pytest.mark.e2e
 def test_the_terminal_prompt_shows_the_change_and_takes_yes_always_and_no_with_a_reason(
     tmp_path: Path,
 ) -> None:
@@ -189,6 +190,7 @@ def test_every_mode_is_a_valid_policy(mode: str) -> None:
     assert ApprovalPolicy(mode).mode == mode
 
 
+@pytest.mark.e2e
 def test_ctrl_c_at_the_question_interrupts_the_run(tmp_path: Path) -> None:
     turns: list[dict[str, Any]] = [
         {"tool_calls": [{"name": "bash", "input": {"command": "touch ran"}}]},

@@ -132,6 +132,7 @@ SMOKE = attrs.evolve(
 # --- the command ----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_quick_json_run_prints_one_object_with_every_figure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -391,6 +392,7 @@ def _eager_cli_start(monkeypatch: pytest.MonkeyPatch) -> None:
 # Each slowed variant does at least ten times the work of what it slows (a fixed CPU burn, on
 # the benchmarks' own CPU clock), and the figure need only move by a third of that: a busy
 # machine inflates both sides of a ratio and leaves the effect far above its noise.
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("measure", "figure", "slow_down", "factor"),
     [

@@ -363,6 +363,7 @@ def test_resume_with_a_board_file_keeps_the_file_in_step_with_the_trace(
     assert Replay(read_trace(trace)).check() is None
 
 
+@pytest.mark.e2e
 def test_a_second_live_writer_is_refused_and_loses_nothing(tmp_path: Path) -> None:
     """The issue's scenario: run B on a board run A is still writing would undo A's updates."""
     import os

@@ -37,8 +37,12 @@ def postgres_cluster() -> Iterator[str | None]:
         yield f"skip:{why}"
 
 
-# Every PostgreSQL test goes to one xdist worker (`--dist loadgroup`), so one cluster serves them.
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("pg"))])
+# Every PostgreSQL test is in the e2e layer and goes to one xdist worker (`--dist loadgroup`), so
+# one throwaway cluster serves them all.
+_POSTGRESQL = pytest.param("postgresql", marks=[pytest.mark.e2e, pytest.mark.xdist_group("pg")])
+
+
+@pytest.fixture(params=["sqlite", _POSTGRESQL])
 def board_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'board.db'}"
@@ -353,6 +357,7 @@ def _chains(store: SqlBoardStore, count: int, seed: int) -> None:
         store.add(f"item {number}", blocked_by=blockers)  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_many_claimers_some_killed_complete_every_item_exactly_once(board_url: str) -> None:
     # 500 items keep sixteen claimers contending past the kills; the deep profile runs 2,000.
     items, workers, lease = (2000 if deep() else 500), 16, 5.0

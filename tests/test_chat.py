@@ -25,6 +25,9 @@ from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
 from orchestrator.trace_file import read_trace
 
+# A real chat process on a pseudo-terminal: the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
+
 PROMPT = "you> "
 TIMEOUT = 30
 

@@ -105,7 +105,7 @@ def _run_task(
     *flags: str,
     task: str = "Fix add in calc.py and run its test",
     yes: bool = True,
-    process: bool = False,
+    in_a_process: bool = False,
 ) -> Finished:
     """Run ``orchestrator run`` against a server playing ``turns``; check every request."""
     workdir = tmp_path / "work"
@@ -117,7 +117,7 @@ def _run_task(
         args = ["run", task, "--workdir", str(workdir), "--trace", str(trace), *flags]
         if yes:
             args.append("--yes")
-        process = _orchestrator(args, env, tmp_path, process=process)
+        process = _orchestrator(args, env, tmp_path, process=in_a_process)
         requests = server.requests
         violations = server.violations
     assert "Traceback" not in process.stderr, process.stderr
@@ -165,6 +165,7 @@ def _calc_project(tmp_path: Path) -> Path:
 # --- whole tasks --------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_a_multi_step_task_edits_real_files_through_a_529_and_a_429(tmp_path: Path) -> None:
     workdir = _calc_project(tmp_path)
     test_command = f"{shlex.quote(sys.executable)} test_calc.py"
@@ -190,7 +191,7 @@ def test_a_multi_step_task_edits_real_files_through_a_529_and_a_429(tmp_path: Pa
         {"text": "Fixed add; the test passes.", "expect": _ok("(2/2 completed)")},
     ]
     # A real process: the one whole task that goes through `python -m orchestrator` itself.
-    run = _run_task(tmp_path, turns, process=True)
+    run = _run_task(tmp_path, turns, in_a_process=True)
     assert run.code == 0, run.stderr
     assert (workdir / "calc.py").read_text(encoding="utf-8") == CALC.replace("a - b", "a + b")
     assert (workdir / "docs" / "CHANGES.md").read_text(encoding="utf-8") == "- add adds now\n"
@@ -408,6 +409,7 @@ def test_a_missing_api_key_exits_2_and_says_how_to_set_it(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.e2e
 def test_ctrl_c_while_the_model_answers_exits_130(tmp_path: Path) -> None:
     (tmp_path / "work").mkdir()
     trace = tmp_path / "t.jsonl"

@@ -132,6 +132,7 @@ def _texts(body: Mapping[str, Any]) -> str:
     return "\n".join(parts)
 
 
+@pytest.mark.e2e
 def test_a_long_run_under_a_30k_window_finishes_and_keeps_the_board(tmp_path: Path) -> None:
     # 160 rounds go through several compactions with over 100 requests after the first; the
     # deep profile runs the 300 rounds the issue asked for.
@@ -195,6 +196,7 @@ def test_a_refusal_as_too_long_is_compacted_and_asked_again(tmp_path: Path) -> N
     assert check.returncode == 0, check.stderr
 
 
+@pytest.mark.e2e
 def test_a_window_the_models_api_over_reports_is_learned_from_the_first_refusal(
     tmp_path: Path,
 ) -> None:
@@ -650,6 +652,7 @@ def test_with_compaction_off_the_first_refusal_fails_the_run(tmp_path: Path) -> 
     assert "too long for the model's context window" in line and "after compacting" not in line
 
 
+@pytest.mark.e2e
 def test_server_side_compaction_where_the_model_advertises_it(tmp_path: Path) -> None:
     limits = ServerLimits(
         max_input_tokens=30_000, capabilities=full_capabilities(context_management=True)

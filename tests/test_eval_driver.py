@@ -11,6 +11,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from orchestrator.eval.arms import parse_arms
 from orchestrator.eval.driver import plan_runs, run_eval
 from orchestrator.eval.runner import ModelChoice
@@ -90,6 +92,7 @@ def _orchestrator(*args: str) -> list[str]:
     return [sys.executable, "-m", "orchestrator", *args]
 
 
+@pytest.mark.e2e
 def test_an_eval_killed_midway_resumes_without_losing_or_repeating_a_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = _orchestrator(
@@ -135,6 +138,7 @@ def test_a_process_pool_plugs_in_as_the_executor(tmp_path: Path) -> None:
     assert [row["success"] for row in store.rows()] == [True, True]
 
 
+@pytest.mark.e2e
 def test_ctrl_c_stops_the_eval_with_130_and_keeps_what_finished(tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = _orchestrator(

@@ -106,6 +106,7 @@ def test_the_console_views_pass_no_payload_through(view: str) -> None:
     assert "␛]52;c;".encode() in written  # shown, not dropped
 
 
+@pytest.mark.e2e
 def test_a_real_run_on_a_terminal_receives_no_payload(tmp_path: Path) -> None:
     """Model text, tool output and a file's content carry payloads; the pty sees none raw."""
     workdir = tmp_path / "work"

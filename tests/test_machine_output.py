@@ -128,6 +128,7 @@ def test_a_session_is_named_by_its_run_id_or_last(tmp_path: Path) -> None:
     assert none_here.returncode == 2 and "no sessions for" in none_here.stderr
 
 
+@pytest.mark.e2e
 def test_a_running_session_is_locked_against_a_second_process(tmp_path: Path) -> None:
     from orchestrator.sessions import SessionLock
 

@@ -30,6 +30,9 @@ from orchestrator.tools.mcp import _rendered
 from orchestrator.trust import TrustStore, trust_file
 from tests.in_process import run_cli
 
+# Real MCP server processes (and signals, a terminal): the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
+
 TIMEOUT = 60
 SERVERS = Path(__file__).with_name("mcp_servers.py")
 

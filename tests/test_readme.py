@@ -34,6 +34,7 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_every_quick_start_command_runs() -> None:
     if not (ROOT / ".venv" / "bin" / "orchestrator").exists() or shutil.which("make") is None:

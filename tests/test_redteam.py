@@ -48,6 +48,9 @@ from orchestrator.tools.sandbox import Limits, Sandbox, SandboxPolicy, find_bwra
 from tests.conftest import HardeningRecorder
 from tests.test_tools import _registry
 
+# Every attack runs a real harness process: the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
+
 RUN_TIMEOUT = 90
 #: The process cap fork bombs run under: small, so the shared machine is not hurt.
 BOMB_CAP = 24

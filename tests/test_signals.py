@@ -30,6 +30,9 @@ from orchestrator.signals import (
 from orchestrator.testing import MessagesServer
 from tests.test_chat import signal_during_bash
 
+# Signals to real processes: the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
+
 
 def _survivors(marker: str) -> list[int]:
     found = []

@@ -10,9 +10,13 @@ import time
 from pathlib import Path
 
 import pexpect
+import pytest
 
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
+
+# A real process losing its terminal: the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
 
 
 def _env(tmp_path: Path, base_url: str) -> dict[str, str]:

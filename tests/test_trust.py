@@ -205,6 +205,7 @@ def test_the_environment_and_flags_are_the_users_own(clone: Path) -> None:
     assert config.base_url == "http://x"
 
 
+@pytest.mark.e2e
 def test_on_a_terminal_trust_is_asked_once_and_recorded(clone: Path, tmp_path: Path) -> None:
     config_dir = tmp_path / "config"
     with _script(turns=2) as server:
