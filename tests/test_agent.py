@@ -17,6 +17,7 @@ import orchestrator
 from orchestrator import Agent, RunResult, SettingsError, tool
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
+from tests.in_process import run_cli
 
 
 @tool
@@ -97,13 +98,7 @@ def test_on_event_sees_every_event_of_the_trace_in_order(
     assert [(e["seq"], e["event"]) for e in seen] == [(e["seq"], e["event"]) for e in lines]
     assert seen[0]["event"] == "run.started" and seen[-1]["event"] == "run.finished"
     # And the trace an API run leaves is one the CLI replays.
-    replayed = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", "--check", str(result.trace)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    replayed = run_cli(["replay", "--check", str(result.trace)])
     assert replayed.returncode == 0, replayed.stderr
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from orchestrator.config import (
     inspect_config,
     load_config,
 )
+from tests.in_process import run_cli
 
 API_KEY = "sk-ant-api03-" + "Q" * 40 + "-tail9XYZ"
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}
@@ -41,15 +41,7 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def _orchestrator(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=60,
-        check=False,
-    )
+    return run_cli(args, env=env, cwd=cwd)
 
 
 # --- precedence ----------------------------------------------------------------------------

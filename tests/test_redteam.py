@@ -46,6 +46,7 @@ from orchestrator.tools import ToolRegistry, Workdir, cgroups
 from orchestrator.tools.processes import launcher
 from orchestrator.tools.sandbox import Limits, Sandbox, SandboxPolicy, find_bwrap, probe_bwrap
 from tests.conftest import HardeningRecorder
+from tests.in_process import run_cli
 from tests.test_tools import _registry
 
 # Every attack runs a real harness process: the e2e layer (docs/development.md).
@@ -382,13 +383,7 @@ def _trace_intact(scene: Scene, outcome: Outcome) -> bool:
     if not _finished_cleanly(outcome):
         return False
     commands = [e["input"].get("command") for e in outcome.events() if e["event"] == "tool.call"]
-    replayed = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", str(outcome.trace), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    replayed = run_cli(["replay", str(outcome.trace), "--check"])
     return replayed.returncode == 0 and all(commands) and scene.marker in "".join(commands)
 
 

@@ -29,6 +29,7 @@ from orchestrator.tools import BashTool, ReadFileTool, ToolRegistry, Workdir, Wr
 from orchestrator.trace import open_trace
 from orchestrator.trace_file import TRACE_FORMAT, read_trace
 from tests.budget import examples
+from tests.in_process import run_cli
 
 TASK = "Summarise notes.txt"
 MODEL = "claude-test"
@@ -216,13 +217,7 @@ def test_the_recorded_trace_has_the_events_the_checks_rely_on(recording: Recordi
 
 
 def test_replay_check_passes_on_a_run_through_the_sdk(recording: Recording) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "replay", "--check", str(recording.trace)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = run_cli(["replay", "--check", str(recording.trace)])
     assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 

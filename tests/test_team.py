@@ -29,6 +29,7 @@ def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.e2e
 def test_the_scripted_team_does_every_item_once_and_merges_every_branch(tmp_path: Path) -> None:
     work = tmp_path / "repo"
     done = _cli(["team", "--scripted", "--workers", "3", "--workdir", str(work)], tmp_path)
@@ -113,6 +114,7 @@ def test_a_conflict_stops_that_merge_names_the_file_and_leaves_the_tree_clean(
     assert _git(repo, "status", "--porcelain").stdout == ""  # the failed merge was undone
 
 
+@pytest.mark.e2e
 def test_a_lead_that_fails_ends_the_team_before_any_worker_starts(tmp_path: Path) -> None:
     from orchestrator.script import parse_script
     from orchestrator.testing import MessagesServer

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pexpect
+import pytest
 from rich.console import Console
 
 from orchestrator.board.stores import open_store
@@ -57,6 +58,7 @@ def test_an_agents_lines_print_above_with_its_name_and_stay_inert(tmp_path: Path
     assert "\x1b]0;" not in text
 
 
+@pytest.mark.e2e
 def test_on_a_terminal_the_team_runs_under_the_live_view(tmp_path: Path) -> None:
     env = {
         "PATH": "/usr/bin:/bin",

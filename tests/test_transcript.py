@@ -3,36 +3,21 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.trace_file import read_trace
 from orchestrator.transcript import TranscriptError, transcript_lines
+from tests.in_process import run_cli
 
 
 @pytest.fixture(scope="module")
 def demo_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("show")
     trace = root / "trace.jsonl"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "orchestrator",
-            "demo",
-            "--quiet",
-            "--workdir",
-            str(root / "work"),
-            "--trace",
-            str(trace),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    done = run_cli(["demo", "--quiet", "--workdir", str(root / "work"), "--trace", str(trace)])
+    assert done.returncode == 0, done.stderr
     return trace
 
 
@@ -61,11 +46,6 @@ def test_the_whole_trace_shows_every_round_and_the_run_ends(demo_trace: Path) ->
 def test_a_round_the_trace_lacks_is_one_line_exit_2(demo_trace: Path) -> None:
     with pytest.raises(TranscriptError, match="no round 99; its rounds are 1-14"):
         list(transcript_lines(read_trace(demo_trace), round_number=99))
-    done = subprocess.run(
-        [sys.executable, "-m", "orchestrator", "show", str(demo_trace), "--round", "99"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = run_cli(["show", str(demo_trace), "--round", "99"])
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.count("\n") == 1
