@@ -360,7 +360,9 @@ def _chains(store: SqlBoardStore, count: int, seed: int) -> None:
 @pytest.mark.e2e
 def test_many_claimers_some_killed_complete_every_item_exactly_once(board_url: str) -> None:
     # 500 items keep sixteen claimers contending past the kills; the deep profile runs 2,000.
-    items, workers, lease = (2000 if deep() else 500), 16, 5.0
+    # The survivors wait out the killed agents' leases polling the board: a short lease is less
+    # waiting and less polling. A survivor too slow for it is refused, which the test allows.
+    items, workers, lease = (2000 if deep() else 500), 16, 2.0
     with open_store(board_url) as store:
         _chains(store, items, seed=23)
     processes = [
