@@ -127,6 +127,18 @@ def _text(value: object) -> str:
     return value.strip()
 
 
+def _agent_name(value: object) -> str:
+    """A shared board's agent name: printable, not a person's (``person:…``)."""
+    from orchestrator.board.inputs import agent_problem
+
+    if agent_problem(value.strip() if isinstance(value, str) else value) is not None:
+        raise ValueError(
+            "a name of printable characters that does not start with person: "
+            "(such as alice or TEAM/worker-1)"
+        )
+    return str(value).strip()
+
+
 def _url(value: object) -> str:
     """An http(s) URL with a host: a typo here would otherwise be retried as a network error."""
     from urllib.parse import urlsplit
@@ -514,7 +526,7 @@ SETTINGS: tuple[_Setting, ...] = (
     # issue 23
     _Setting(
         "agent",
-        _text,
+        _agent_name,
         None,
         ("ORCHESTRATOR_AGENT",),
         help="This agent's name on a shared board (--board sqlite:///… or postgresql://…) "

@@ -182,8 +182,8 @@ def _compaction_mode(limits: ModelLimits, config: Config) -> str:
 
 def new_board(config: Config, warn: Callable[[str], None] | None = None) -> PlanBoard | SharedBoard:
     """The board the ``board`` setting names (a store, a JSON file), else one in memory."""
+    from orchestrator.board.json_file import BoardFileError, open_board
     from orchestrator.board.stores import is_store_url
-    from orchestrator.board_file import BoardFileError, open_board
 
     if config.board is not None and is_store_url(config.board):
         return _shared_board(config)

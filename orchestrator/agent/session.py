@@ -550,7 +550,7 @@ class Session:
         if isinstance(self.board, SharedBoard):
             self.board.close()
         elif self.options.config.board is not None:
-            from orchestrator.board_file import release_board
+            from orchestrator.board.json_file import release_board
 
             release_board(Path(self.options.config.board))
         if self._trace is not None:

@@ -81,7 +81,7 @@ def resume(trace_name: str | None, instruction: str | None, last: bool, **kwargs
     one needs the next INSTRUCTION. The run keeps its model, max tokens, reminder threshold,
     thinking, effort and compaction unless a flag given here changes them.
     """
-    from orchestrator.board_file import BoardFileError, keep_file, lock_board
+    from orchestrator.board.json_file import BoardFileError, keep_file, lock_board
     from orchestrator.plan import PlanBoard
     from orchestrator.replay import rebuild
     from orchestrator.sessions import SessionError, check_not_running, check_trace_appendable
