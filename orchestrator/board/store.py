@@ -244,9 +244,12 @@ class _Transaction:
 
     def take(self, key: str) -> int:
         """The next number of a counter (ids, log seq, positions)."""
-        (value,) = self.query("SELECT value FROM {meta} WHERE key = ?", key)[0]
-        self.run("UPDATE {meta} SET value = ? WHERE key = ?", int(value) + 1, key)
-        return int(value)
+        rows = self.query("SELECT value FROM {meta} WHERE key = ?", key)
+        value = rows[0][0] if rows else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _malformed("the board's meta table", f"its {key} counter is {_label(value)}")
+        self.run("UPDATE {meta} SET value = ? WHERE key = ?", value + 1, key)
+        return value
 
     def item(self, item_id: str) -> BoardItem | None:
         rows = self.query(f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE id = ?", item_id)
@@ -271,7 +274,9 @@ class _Transaction:
             # The log's last seq, once per transaction: writers take turns, so no other
             # writer appends in between (and no counter row is rewritten per line).
             ((last,),) = self.query("SELECT MAX(seq) FROM {log}")
-            self._seq = int(last or 0)
+            if last is not None and (isinstance(last, bool) or not isinstance(last, int)):
+                raise _malformed("the board's log", f"its last seq is {_label(last)}")
+            self._seq = last or 0
         self._seq += 1
         seq = self._seq
         ts = dt.datetime.fromtimestamp(self.now, dt.UTC).isoformat(timespec="microseconds")
@@ -1003,8 +1008,10 @@ class SqlBoardStore:
                 )
             if not create:
                 if found.others:
+                    which = "no such board" if tables.board else "no default board"
                     raise NoBoard(
-                        f"{where}: no such board here (boards here: {', '.join(found.others)})"
+                        f"{where}: {which} here (boards here: {', '.join(found.others)}; "
+                        "pick one with ?board=NAME)"
                     )
                 raise NoBoard(f"{where}: no board there (board add starts one)")
         dialect.prepare(connection)
