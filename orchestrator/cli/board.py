@@ -396,7 +396,7 @@ def cancel(url: str, item_id: str, as_json: bool) -> int:
 @board_group.command(context_settings=CONTEXT_SETTINGS)
 @_url
 @_item_id
-@click.option("--text", default=None, metavar="TEXT", help="The item's new text (one line).")
+@click.option("--text", default=None, metavar="WORDS", help="The item's new text (one line).")
 @click.option(
     "--blocked-by",
     multiple=True,
