@@ -6,12 +6,9 @@ write transaction; and updates lost (which must be none).
 Each claimer is a process of its own (``python -m orchestrator.bench._board``): it claims the
 next ready item, completes it, and goes on until the board is all done. The floor is the same
 number of processes doing the same number of bare ``BEGIN IMMEDIATE`` write transactions
-(two per item, as a claim and a completion are), measured in the same run.
-
-Both sides are timed from one start signal, given once every process has imported what it
-needs and opened its connection, to the last one's exit: a process start costs a claimer
-(which imports the item machine) several times what it costs the floor (which imports
-``sqlite3``), and that is not a claim's cost. The start is reported beside the figure.
+(two per item, as a claim and a completion are), measured in the same run. Both are timed
+from launch to the last exit, so a claimer's start (importing the item machine, opening and
+checking the store) is part of its cost.
 """
 
 from __future__ import annotations
@@ -32,19 +29,11 @@ if TYPE_CHECKING:
 CLAIMERS = (1, 4, 16)
 
 
-def _ready_then_wait() -> None:
-    """Say this process is set up, then wait for the start signal (a line on stdin)."""
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
-    sys.stdin.readline()
-
-
 def _claims(url: str, agent: str) -> None:
     from orchestrator.board.store import NothingClaimable
     from orchestrator.board.stores import open_store
 
     with open_store(url, create=False) as store:
-        _ready_then_wait()
         while True:
             try:
                 item = store.claim(agent)
@@ -63,7 +52,6 @@ def _floor(path: str, transactions: int) -> None:
     # WAL was set once by the parent (it persists): sixteen processes switching it at once
     # race on creating the -wal and -shm files.
     connection.execute("PRAGMA synchronous=NORMAL")
-    _ready_then_wait()
     for _ in range(transactions):
         connection.execute("BEGIN IMMEDIATE")
         connection.execute("UPDATE counter SET value = value + 1 WHERE id = 1")
@@ -71,36 +59,17 @@ def _floor(path: str, transactions: int) -> None:
     connection.close()
 
 
-def _wall(commands: list[list[str]]) -> tuple[float, float]:
-    """Seconds from the start signal to the last exit; seconds the processes took to set up."""
-    launched = time.perf_counter()
-    processes = [
-        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for command in commands
-    ]
-    try:
-        for process in processes:
-            assert process.stdout is not None
-            if process.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"a benchmark process failed to start: {process.args!r}")
-        started = time.perf_counter()
-        for process in processes:
-            assert process.stdin is not None
-            process.stdin.write("go\n")
-            process.stdin.close()
-        for process in processes:
-            if process.wait() != 0:
-                raise RuntimeError(f"a benchmark process failed: {process.args!r}")
-        return time.perf_counter() - started, started - launched
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+def _wall(commands: list[list[str]]) -> float:
+    started = time.perf_counter()
+    processes = [subprocess.Popen(command) for command in commands]
+    for process in processes:
+        if process.wait() != 0:
+            raise RuntimeError(f"a benchmark process failed: {process.args!r}")
+    return time.perf_counter() - started
 
 
-def _drain(folder: Path, items: int, claimers: int) -> tuple[float, int, float]:
-    """Seconds for ``claimers`` processes to work ``items`` items, lost updates, start seconds."""
+def _drain(folder: Path, items: int, claimers: int) -> tuple[float, int]:
+    """Seconds for ``claimers`` processes to work ``items`` items; updates lost doing it."""
     from orchestrator.board.check import check_log
     from orchestrator.board.stores import open_store, sqlite_url
 
@@ -109,16 +78,16 @@ def _drain(folder: Path, items: int, claimers: int) -> tuple[float, int, float]:
         for number in range(items):
             change.add(f"item {number + 1}")
     me = [sys.executable, "-m", "orchestrator.bench._board"]
-    seconds, start = _wall([[*me, "claims", url, f"agent-{n}"] for n in range(claimers)])
+    seconds = _wall([[*me, "claims", url, f"agent-{n}"] for n in range(claimers)])
     with open_store(url) as store:
         final, entries = store.snapshot()
     completions = Counter(e.item for e in entries if e.trigger == "complete")
     lost = sum(completions[item.id] != 1 for item in final)
     lost += int(check_log(entries, final) is not None)
-    return seconds, lost, start
+    return seconds, lost
 
 
-def _floor_seconds(folder: Path, items: int, claimers: int) -> tuple[float, float]:
+def _floor_seconds(folder: Path, items: int, claimers: int) -> float:
     import sqlite3
 
     path = folder / "floor.db"
@@ -138,25 +107,19 @@ def measure_board(sizes: Sizes, workdir: Path) -> Found:
     with tempfile.TemporaryDirectory(prefix="board-bench-", dir=workdir) as scratch:
         folder = Path(scratch)
         for claimers in CLAIMERS:
-            seconds, lost_here, _start = _drain(folder, items, claimers)
+            seconds, lost_here = _drain(folder, items, claimers)
             figures[f"board_claims_per_s_{claimers}"] = round(items / seconds, 1)
             lost += lost_here
         # Side by side at 16 processes: the board's claim cycle, then the bare floor.
-        claims, _, claims_start = _drain(folder, items, 16)
-        floor, floor_start = _floor_seconds(folder, items, 16)
+        claims, _ = _drain(folder, items, 16)
+        floor = _floor_seconds(folder, items, 16)
     figures["board_claim_vs_floor"] = round(claims / floor, 2)
     figures["board_lost_updates"] = float(lost)
     floors = {
         "board_claim_vs_floor": f"bare write transactions: {2 * items / floor:.0f}/s",
         "board_lost_updates": "each board's log, replayed by board check",
     }
-    context = {
-        "board_items": f"{items} items, claim + complete each, SQLite WAL",
-        "board_process_start": (
-            f"16 processes' start (imports, open), not timed: claimers {claims_start:.2f} s, "
-            f"floor {floor_start:.2f} s"
-        ),
-    }
+    context = {"board_items": f"{items} items, claim + complete each, SQLite WAL"}
     return figures, floors, context
 
 

@@ -1279,7 +1279,7 @@ def _refused(tx: _Transaction, row: BoardItem, trigger: str, actor: str | None) 
 
 
 #: Pending items read per page while looking for a ready one (most boards: the first page).
-_PAGE = 32
+_PAGE = 8
 
 
 def _next_ready(tx: _Transaction) -> BoardItem:
