@@ -476,17 +476,18 @@ sys.exit(2 if problems else 0)
 
 
 def test_claude_codes_bash_validator_works_unchanged_from_the_users_folder(
-    isolated: Path, tmp_path: Path
+    isolated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     work = isolated
-    # Where a Claude Code user keeps it (~/.claude/hooks/): outside the work directory.
-    script = tmp_path / "dot-claude" / "hooks" / "bash_validator.py"
+    # Where a Claude Code user keeps it: ~/.claude/hooks/, outside the work directory.
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    script = tmp_path / "home" / ".claude" / "hooks" / "bash_validator.py"
     script.parent.mkdir(parents=True)
     script.write_text(VALIDATOR, encoding="utf-8")
     (tmp_path / "config" / "config.toml").write_text(
         "[[hooks.PreToolUse]]\n"
         'matcher = "Bash|Read"\n'
-        f'hooks = [{{ type = "command", command = "python3 {script}" }}]\n',
+        'hooks = [{ type = "command", command = "python3 ~/.claude/hooks/bash_validator.py" }]\n',
         encoding="utf-8",
     )
     (work / "notes.txt").write_text("TODO: one\n", encoding="utf-8")
@@ -980,3 +981,47 @@ def test_a_star_matcher_loads_and_matches_every_tool(tmp_path: Path) -> None:
     path.write_text('[[hooks.PostToolUse]]\nmatcher = "*"\ncommand = "true"\n', encoding="utf-8")
     (hook,) = load_hooks([(path, True)])
     assert hook.matches("bash") and hook.matches("mcp__docs__search")
+
+
+def _decides(tmp_path: Path, decision: str) -> HookRunner:
+    answer = json.dumps(
+        {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": decision}}
+    )
+    (tmp_path / "decision.json").write_text(answer, encoding="utf-8")
+    return _runner(tmp_path, Hook("PreToolUse", "cat decision.json"))
+
+
+@pytest.mark.parametrize(
+    ("decision", "mode", "asked", "written"),
+    [
+        ("allow", "ask", [], True),  # no prompt, and it runs
+        ("allow", "deny", [], False),  # --approval deny outranks any hook
+        ("ask", "auto", ["write_file"], True),  # asked even under --yes
+        ("ask", "deny", [], False),
+        ("", "ask", ["write_file"], True),  # no decision: the mode asks as always
+    ],
+)
+def test_a_permission_decision_meets_the_approval_mode(
+    tmp_path: Path, decision: str, mode: str, asked: list[str], written: bool
+) -> None:
+    from orchestrator.approval import Answer, ApprovalPolicy
+    from orchestrator.hooks import HookedTools
+    from orchestrator.tools import ToolRegistry, Workdir, WriteFileTool
+
+    prompts: list[str] = []
+
+    def person(tool: str, _arguments: Mapping[str, Any]) -> Answer:
+        prompts.append(tool)
+        return Answer(allow=True)
+
+    policy = ApprovalPolicy(mode, person)
+    registry = ToolRegistry(
+        [WriteFileTool(Workdir(tmp_path))], approver=None if mode == "auto" else policy
+    )
+    runner = _decides(tmp_path, decision) if decision else _runner(tmp_path)
+    result = HookedTools(registry, runner, approval=policy).dispatch(
+        "write_file", {"path": "out.txt", "content": "x"}
+    )
+    assert prompts == asked
+    assert (tmp_path / "out.txt").exists() is written
+    assert result.is_error is not written

@@ -258,13 +258,15 @@ class HookRunner:
         pinned = self._pins.get(hook, {})
         for name, digest in self._scripts(hook).items():
             trusted = self.trusted_files.get(name)
-            if trusted is not None and trusted != digest:
+            if trusted is not None:
+                if trusted == digest:
+                    continue  # what a person trusted, whatever it held in between
                 reason = f"{name} changed since the folder was trusted"
-            elif pinned.get(name, digest) != digest:
-                reason = f"{name} changed during this run"
             elif name not in pinned:
                 reason = f"{name} appeared during this run"
-            elif trusted is None and hook.outside:
+            elif pinned[name] != digest:
+                reason = f"{name} changed during this run"
+            elif hook.outside:
                 reason = f"{name} is in the work directory and was not trusted"
             else:
                 continue
@@ -350,8 +352,7 @@ class HookRunner:
             env_names=(*policy.env_names, PROJECT_DIR),
             ro_paths=(*policy.ro_paths, *readable),
             hidden=tuple(path for path in policy.hidden if path != trace),
-            # The user's home path (empty, writable) so ``~/…`` in the command finds its files.
-            home=str(Path.home()) if self.sandbox.mode == "bwrap" else policy.home,
+            home=_hook_home(policy.home) if self.sandbox.mode == "bwrap" else policy.home,
         )
         return attrs.evolve(self.sandbox, policy=hooked)
 
@@ -363,6 +364,18 @@ class HookRunner:
         for secret in self.secrets:
             text = text.replace(secret, "[REDACTED]")
         return text
+
+
+def _hook_home(fallback: str) -> str:
+    """Where a hook's sandbox mounts its empty home: the user's home path, not ``/``.
+
+    ``~/…`` in the command then finds the files it names, bound there read-only.
+    """
+    try:
+        home = Path.home()
+    except RuntimeError:  # no HOME and no passwd entry
+        return fallback
+    return str(home) if home.is_absolute() and home != Path("/") else fallback
 
 
 def _captured(file: IO[bytes]) -> tuple[bytes, str]:
