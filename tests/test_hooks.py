@@ -620,6 +620,12 @@ def test_updated_input_runs_and_the_trace_records_both_and_replays(isolated: Pat
     assert updated[0]["input"]["items"][0]["text"] == "WRITE IT"
     assert updated[1]["input"] == {"path": "a.py", "content": "# Licensed to you\nx = 1\n"}
     _replay_check(ran.trace)
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    shown = CliRunner().invoke(cli, ["show", str(ran.trace)]).stdout
+    assert shown.count("a PreToolUse hook (`python3 rewrite.py`) ran it with this input") == 2
 
 
 FORMATTER = """\
