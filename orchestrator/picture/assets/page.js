@@ -24,6 +24,8 @@
     compacted: "history compacted",
     window: "window learned from a refusal",
   };
+  // Each call's details element, and what fills in its input and output when it opens.
+  const fillers = new WeakMap();
   // Markers beyond this many are drawn but not put in the tab order.
   const FOCUSABLE_MARKERS = 400;
 
@@ -234,7 +236,10 @@
     if (machines) machines.append(edgeTables(data.machines));
     if (data.team) root.append(teamSection(data.team, redraw));
     for (const draw of redraw) draw();
-    pager.show(null);
+    // #round-N (N as in the column box) opens that round with its calls expanded.
+    const wanted = /^#round-(\d+)$/.exec(window.location.hash);
+    if (wanted) pager.show(Number(wanted[1]) - 1, true);
+    else pager.show(null);
     let pending = 0;
     window.addEventListener("resize", () => {
       clearTimeout(pending);
@@ -476,8 +481,8 @@
     const input = el("input", { type: "number", min: 1, max: Math.max(columns, 1), value: 1, id: "goto-round", "aria-label": "round (column) number" });
     const chunks = new Map();
     let page = -1;
-    const earlier = el("button", { type: "button", text: "◀ earlier", onclick: () => open(page - 1, null) });
-    const later = el("button", { type: "button", text: "later ▶", onclick: () => open(page + 1, null) });
+    const earlier = el("button", { type: "button", text: "◀ earlier", onclick: () => open(page - 1, null, false) });
+    const later = el("button", { type: "button", text: "later ▶", onclick: () => open(page + 1, null, false) });
     const go = el("button", { type: "button", text: "go", onclick: () => show(Number(input.value) - 1) });
     input.addEventListener("keydown", (event) => { if (event.key === "Enter") show(Number(input.value) - 1); });
     const nav = el("nav", { class: "pager", "aria-label": "rounds" }, earlier, " ", where, " ", later, " ", el("label", { for: "goto-round", text: "column" }), " ", input, " ", go);
@@ -487,7 +492,7 @@
       return chunks.get(index);
     }
 
-    function open(target, focus) {
+    function open(target, focus, expand) {
       if (target < 0 || target >= pages) return;
       if (target !== page) {
         page = target;
@@ -500,19 +505,26 @@
         list.replaceChildren(...details.map((round, offset) => roundArticle(data, first + offset, round, roundLabel)));
       }
       if (focus !== null) {
-        const target = document.getElementById("round-" + focus);
+        const target = document.getElementById("round-" + (focus + 1));
         if (target) {
+          if (expand) {
+            for (const call of target.querySelectorAll("details.call")) {
+              call.open = true;
+              // "toggle" comes a task later; the page is whole at once.
+              fillers.get(call)();
+            }
+          }
           target.scrollIntoView({ block: "start" });
           target.querySelector("h3").focus();
         }
       }
     }
 
-    function show(column) {
-      if (column === null) { open(0, null); return; }
+    function show(column, expand) {
+      if (column === null) { open(0, null, false); return; }
       if (!Number.isFinite(column) || column < 0 || column >= columns) return;
       input.value = column + 1;
-      open(Math.floor(column / per), column);
+      open(Math.floor(column / per), column, expand === true);
     }
 
     const node = section("rounds", "Tool calls per round", nav, list);
@@ -524,7 +536,7 @@
     const share = r.window[column] ? " · context " + Math.round((100 * r.context[column]) / r.window[column]) + "%" : "";
     const article = el(
       "article",
-      { class: "round", id: "round-" + column },
+      { class: "round", id: "round-" + (column + 1) },
       el("h3", { tabindex: "-1", text: roundLabel(column) }),
       el("p", { class: "muted", text: count(r.input[column]) + " in · " + count(r.output[column]) + " out · " + count(r.cache_read[column]) + " cache read · " + count(r.cache_write[column]) + " cache write · " + money(r.cost[column]) + share + (round.stop_reason ? " · stop: " + round.stop_reason : "") }),
     );
@@ -546,7 +558,8 @@
     const summary = el("summary", {}, badge, " ", el("span", { class: "tool", text: call.name }), " ", el("span", { class: "muted", text: duration(call.duration_ms) }), " ", el("code", { class: "input-line", text: oneLine(call.input, 140) }));
     const details = el("details", { class: "call" }, summary);
     let filled = false;
-    details.addEventListener("toggle", () => {
+    // The output enters the document when the call is opened, by a person or by #round-N.
+    const fill = () => {
       if (filled || !details.open) return;
       filled = true;
       details.append(
@@ -556,7 +569,9 @@
         el("pre", { class: "io" + (call.ok ? "" : " io-bad"), text: call.output || "(no output recorded)" }),
       );
       if (call.diff) details.append(el("h4", { text: "diff" }), el("pre", { class: "io diff", text: call.diff }));
-    });
+    };
+    details.addEventListener("toggle", fill);
+    fillers.set(details, fill);
     return details;
   }
 
