@@ -156,3 +156,24 @@ def test_a_team_closes_with_the_lead_s_page_which_carries_the_board() -> None:
     worker = AgentReport("worker-1", "done", ("1",), 3, 10, None, "/s/team/1/worker-1.jsonl")
     result = TeamResult((lead, worker), (), (), "sqlite:///s/team/1/board.db", "ok", ())
     assert result.closing_lines()[-1] == "picture: orchestrator show /s/team/1/lead.jsonl --html"
+
+
+def test_the_api_prints_the_picture_line_on_its_console(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator import Agent
+    from orchestrator.script import ScriptedModel, parse_script
+
+    model = ScriptedModel(parse_script({"name": "api", "turns": [{"text": "done"}]}, source="t"))
+    (tmp_path / "work").mkdir()
+    trace = tmp_path / "api trace.jsonl"
+    agent = Agent(client=model, workdir=tmp_path / "work", trace=trace, console=True)
+    assert agent.run("say done").status == "done"
+    quoted = shlex.quote(str(trace))
+    assert f"picture: orchestrator show {quoted} --html\n" in capsys.readouterr().err
+    silent = Agent(
+        client=ScriptedModel(parse_script({"name": "api", "turns": [{"text": "x"}]}, source="t")),
+        workdir=tmp_path / "work",
+    )
+    silent.run("again")
+    assert "picture:" not in capsys.readouterr().err

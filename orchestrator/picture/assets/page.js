@@ -240,11 +240,7 @@
     const wanted = /^#round-(\d+)$/.exec(window.location.hash);
     if (wanted) pager.show(Number(wanted[1]) - 1, true);
     else pager.show(null);
-    let pending = 0;
-    window.addEventListener("resize", () => {
-      clearTimeout(pending);
-      pending = setTimeout(() => { for (const draw of redraw) draw(); }, 150);
-    });
+    redrawOnResize(redraw);
   }
 
   function headerSection(data) {
@@ -637,11 +633,19 @@
       teamSection(data.team, redraw),
     );
     for (const draw of redraw) draw();
+    redrawOnResize(redraw);
+  }
+
+  // Redraw the charts at the width the page has now: after a resize, and for printing.
+  function redrawOnResize(redraw) {
     let pending = 0;
+    const all = () => { for (const draw of redraw) draw(); };
     window.addEventListener("resize", () => {
       clearTimeout(pending);
-      pending = setTimeout(() => { for (const draw of redraw) draw(); }, 150);
+      pending = setTimeout(all, 150);
     });
+    window.addEventListener("beforeprint", all);
+    window.addEventListener("afterprint", all);
   }
 
   // --- an eval report ---------------------------------------------------------------------------
