@@ -133,7 +133,7 @@
         height: height,
         viewBox: "0 0 " + width + " " + height,
         class: "lane-svg",
-        role: "img",
+        role: "group",
         "aria-label": label,
       });
       const background = svg("rect", { x: 0, y: 0, width: width, height: height, class: "plot-bg" });
@@ -282,6 +282,8 @@
 
   function planSection(data, roundLabel, show, redraw) {
     const columns = data.columns;
+    // On a shared board the lanes hold every agent's items; one in progress is per agent.
+    const shared = Boolean(data.header.shared_board);
     const byLane = new Map();
     const general = [];
     for (const marker of data.markers) {
@@ -293,7 +295,9 @@
     }
     const rows = [
       { label: "markers", title: "reminders, blocked calls, done-checks", segments: [], markers: general, class: "lane-meta" },
-      { label: "in progress", title: "how many items were in progress: at most one", segments: inProgress(data.lanes, columns), class: "lane-meta" },
+      shared
+        ? { label: "in progress", title: "items in progress, every agent's (the rule is one per agent)", segments: inProgress(data.lanes, columns, false), class: "lane-meta" }
+        : { label: "in progress", title: "how many items were in progress: at most one", segments: inProgress(data.lanes, columns, true), class: "lane-meta" },
     ];
     for (const lane of data.lanes) {
       rows.push({
@@ -324,7 +328,7 @@
   }
 
   // The in-progress row: one segment per stretch with the same number of items in progress.
-  function inProgress(lanes, columns) {
+  function inProgress(lanes, columns, single) {
     const delta = new Int32Array(columns + 1);
     for (const lane of lanes) {
       for (const [state, start, end] of lane.segments) {
@@ -338,7 +342,7 @@
     for (let column = 0; column <= columns; column += 1) {
       const next = column < columns ? now + delta[column] : -1;
       if (column === columns || next !== held) {
-        if (held > 0 && column > since) segments.push([held > 1 ? "many" : "in_progress", since, column, held + " in progress"]);
+        if (held > 0 && column > since) segments.push([held > 1 && single ? "many" : "in_progress", since, column, held + " in progress"]);
         since = column;
         held = next;
       }
