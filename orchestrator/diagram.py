@@ -261,7 +261,7 @@ class EdgeCounts:
         return _Visits(dict(self.items)), _Visits(dict(self.loop))
 
     def fired(self) -> dict[str, list[tuple[str, str, str, int]]]:
-        """Per machine, each edge that fired as ``(src, trigger, dst, times)``, first fired first."""
+        """Per machine, each edge that fired as ``(src, trigger, dst, times)``, in firing order."""
         found: dict[str, list[tuple[str, str, str, int]]] = {}
         for name, counter in (("item", self.items), ("loop", self.loop)):
             merged: Counter[tuple[str, str, str]] = Counter()

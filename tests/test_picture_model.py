@@ -218,3 +218,30 @@ def test_a_line_of_an_odd_shape_is_left_out_and_named(tmp_path: Path) -> None:
     picture = _picture(trace)
     assert picture.skipped == (3,)
     assert len(picture.rounds) == 2
+
+
+def test_checks_are_markers_on_their_item_s_lane_passed_or_failed(tmp_path: Path) -> None:
+    items = [{"id": "a", "text": "build", "status": "in_progress"}]
+    trace = write_events(
+        tmp_path / "t.jsonl",
+        [
+            started(),
+            response(1),
+            {"event": "plan.updated", "items": items},
+            response(2),
+            {"event": "plan.check", "item": "a", "command": "make  test", "exit_code": 2},
+            {"event": "plan.check", "item": "a", "command": "make test", "exit_code": 0},
+            {"event": "loop.done_check", "round": 2, "command": "pytest", "exit_code": 1},
+        ],
+    )
+    picture = _picture(trace)
+    assert [(m.kind, m.round, m.lane, m.ok) for m in picture.markers] == [
+        ("check", 1, "a", False),
+        ("check", 1, "a", True),
+        ("check", 1, None, False),
+    ]
+    assert [m.text for m in picture.markers] == [
+        "check #a failed (exit 2): make test",
+        "check #a passed: make test",
+        "done-check failed (exit 1): pytest",
+    ]
