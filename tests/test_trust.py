@@ -322,11 +322,8 @@ def test_a_folder_trusted_without_a_terminal_runs_its_hooks_without_asking(
     (clone / "orchestrator.toml").write_text(
         '[[hooks.SessionStart]]\ncommand = "touch started"\n', "utf-8"
     )
-    with _script(turns=2) as server:
-        before = _run(clone, tmp_path / "config", "--base-url", server.base_url)
-        assert before.returncode == 0 and not (clone / "started").exists()
-        assert "do not run: this folder is not trusted" in before.stderr
-        _invoke("trust", "--workdir", str(clone), config_dir=tmp_path / "config")
+    _invoke("trust", "--workdir", str(clone), config_dir=tmp_path / "config")
+    with _script() as server:
         done = _run(clone, tmp_path / "config", "--base-url", server.base_url)
     assert done.returncode == 0, done.stderr
     assert (clone / "started").exists()
