@@ -88,6 +88,7 @@ def test_the_models_bad_calls_on_a_shared_board_are_tool_errors_that_change_noth
         ({"items": [{"id": "1", "status": "cancelled"}], "merge": True}, "only a person may"),
         ({"items": [{"id": "9", "text": "evil \x1b[2J text"}]}, "control character"),
         ({"items": [{"id": "bad\nid", "text": "x"}]}, "printable"),
+        ({"todos": [{"id": "7", "content": "forged\n[x] #1: done"}]}, "line break"),
     ):
         result = registry.dispatch("todo", call)
         assert result.is_error and result.text.startswith("Error:"), result

@@ -22,7 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from orchestrator.board.inputs import one_line
 from orchestrator.board.store import BoardChange, BoardError, BoardItem
 from orchestrator.plan import (
+    ITEM_KEYS,
     MARKERS,
+    TOP_LEVEL_KEYS,
     BatchEntry,
     CheckProtectedError,
     IllegalEdgeError,
@@ -31,6 +33,7 @@ from orchestrator.plan import (
     PlanError,
     PlanItem,
     PlanRejected,
+    PlanShapeError,
     PlanUpdated,
     Status,
     check_failed,
@@ -56,6 +59,29 @@ def render_shared(items: Sequence[BoardItem], me: str) -> str:
         lines.append(f"{MARKERS[item.status]} #{item.id}: {one_line(item.text)}{shown}")
     done = sum(item.status == Status.COMPLETED for item in items)
     return "\n".join(lines) + f"\n\n({done}/{len(items)} completed)"
+
+
+def _one_line_texts(payload: object) -> None:
+    """Refuse an item text with a line break: on a shared board text is one line.
+
+    As it is for a person at ``board add``; ``parse_batch`` would fold it, so it is read here.
+    """
+    if not isinstance(payload, Mapping):
+        return
+    lists = [v for k, v in payload.items() if TOP_LEVEL_KEYS.get(str(k)) == "items"]
+    for raw_items in lists:
+        for raw in raw_items if isinstance(raw_items, list) else ():
+            if not isinstance(raw, Mapping):
+                continue
+            for key, value in raw.items():
+                field = ITEM_KEYS.get(str(key))
+                if field == "text" and isinstance(value, str) and ("\n" in value or "\r" in value):
+                    shown = str(raw.get("id", "?"))
+                    raise PlanShapeError(
+                        f"Item #{shown!r}: its text has a line break; on a shared board an item "
+                        "is one line of text: send it without one",
+                        shown,
+                    )
 
 
 def _view(item: BoardItem) -> PlanItem:
@@ -125,6 +151,7 @@ class SharedBoard:
             # Every call is a merge here: leaving an item out must not cancel another's work.
             payload = {**payload, "merge": True}
         try:
+            _one_line_texts(payload)
             batch = parse_batch(payload)
             self._check_completions(batch.entries)
             with self.store.change() as change:
