@@ -38,9 +38,14 @@ class Done:
 
 def board(*args: str, stdin: str | None = None) -> Done:
     """``orchestrator board ARGS`` in this process, through the CLI's own ``main``."""
+    return orchestrator("board", *args, stdin=stdin)
+
+
+def orchestrator(*args: str, stdin: str | None = None) -> Done:
+    """``orchestrator ARGS`` in this process, through the CLI's own ``main``."""
     with CliRunner().isolation(input=stdin) as (out, err, _):
         try:
-            main(["board", *args])
+            main(list(args))
             code = 0
         except SystemExit as done:
             code = done.code if isinstance(done.code, int) else 1
@@ -217,6 +222,25 @@ def test_bad_input_is_one_line_and_changes_nothing(
     assert done.one_line_error, done
     assert fragment in done.err
     assert "\x1b" not in done.err
+    assert state(url) == before
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (("--agent", "person:mallory"), "--agent: agent must be a name of printable characters"),
+        (("--agent", "a\x07b"), "--agent: agent must be a name of printable characters"),
+        (("--agent", "alice", "--lease", "nan"), "--lease: lease must be a number of seconds"),
+        (("--agent", "alice", "--lease", "0"), "--lease: lease must be a number of seconds"),
+    ],
+)
+def test_a_run_on_a_shared_board_takes_the_same_names_and_leases(
+    url: str, tmp_path: Path, flags: tuple[str, ...], fragment: str
+) -> None:
+    before = state(url)
+    done = orchestrator("run", "Work the board", "--workdir", str(tmp_path), "--board", url, *flags)
+    assert done.one_line_error, done
+    assert fragment in done.err
     assert state(url) == before
 
 
