@@ -17,6 +17,7 @@ from orchestrator.config import (
     ConfigError,
     SettingsError,
     UntrustedConfig,
+    flag_label,
     load_config,
 )
 from orchestrator.hooks import (
@@ -45,6 +46,9 @@ class RunOptions:
     #: The hooks that may run (issue 24), and the project files whose hooks may not (untrusted).
     hooks: tuple[Hook, ...] = ()
     hooks_untrusted: tuple[str, ...] = ()
+    #: How the front end names a setting in a person's message: the CLI's ``--max-rounds``,
+    #: the API's ``max_rounds=`` (with :func:`~orchestrator.config.given` for a value).
+    label: Callable[[str], str] = flag_label
 
     @property
     def machine_output(self) -> bool:
@@ -83,6 +87,7 @@ def load_options(
         mcp_trusted=trusted,
         hooks=hooks,
         hooks_untrusted=untrusted,
+        label=label or flag_label,
         **options,
     )
 
