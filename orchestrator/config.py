@@ -268,10 +268,13 @@ def given(label: Callable[[str], str], name: str, value: object) -> str:
     A ``label`` that ends in ``=`` is Python's; ``True`` is then ``trust=True``, on the CLI the
     bare flag ``--trust``.
     """
-    named = label(name)
-    shown = f"{value:g}" if isinstance(value, float) else value
-    if named.endswith("="):
-        return f"{named}{shown!r}" if isinstance(shown, str | bool) else f"{named}{shown}"
+    named, python = label(name), label(name).endswith("=")
+    if isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = repr(value) if python and isinstance(value, str | bool) else str(value)
+    if python:
+        return named + shown
     return named if value is True else f"{named} {shown}"
 
 

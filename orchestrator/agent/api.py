@@ -23,7 +23,7 @@ from typing import Any, TextIO
 import attrs
 
 from orchestrator import report
-from orchestrator.agent._parts import anthropic_model, new_board, to_stderr
+from orchestrator.agent._parts import anthropic_model, new_board
 from orchestrator.agent.options import RunOptions, load_options
 from orchestrator.agent.result import RunResult, run_status
 from orchestrator.agent.session import Session
@@ -241,11 +241,13 @@ class Agent:
 
     def _session(self, options: RunOptions, **kwargs: Any) -> Session:
         view: View = _SilentView()
+        write, notice = _nowhere, _log.warning
         if self.console:
-            stream = None if isinstance(self.console, bool) else self.console
-            view = choose_view(quiet=False, as_json=False, stream=stream or sys.stderr)
+            stream = sys.stderr if isinstance(self.console, bool) else self.console
+            view = choose_view(quiet=False, as_json=False, stream=stream)
+            write = notice = functools.partial(_write_line, stream)
         if "board" not in kwargs:
-            kwargs["board"] = new_board(options.config, _log.warning, _api_label)
+            kwargs["board"] = new_board(options.config, notice, _api_label)
         model = self.client if self.client is not None else anthropic_model(options.config)
         return Session(
             options,
@@ -253,9 +255,9 @@ class Agent:
             extra_sinks=() if self.on_event is None else (self.on_event,),
             extra_tools=self.tools,
             view=view,
-            say=to_stderr if self.console else _nowhere,
-            notice=to_stderr if self.console else _log.warning,
-            header=to_stderr if self.console else _nowhere,
+            say=write,
+            notice=notice,
+            header=write,
             interactive=False,
             **kwargs,
         )
@@ -289,6 +291,11 @@ class Agent:
 
 def _nowhere(_text: str) -> None:
     pass
+
+
+def _write_line(stream: TextIO, text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
 
 
 def _refuse_untrusted(options: RunOptions) -> None:
