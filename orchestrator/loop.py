@@ -376,9 +376,7 @@ class RunState:
         self.done_check_failures += 1
         # It runs once, then once more after each failure the model may fix: retries + 1 in all.
         attempts = self.settings.done_check_retries + 1
-        last = (
-            "; the next failure ends the run" if self.done_check_failures + 1 == attempts else ""
-        )
+        last = "; the next failure ends the run" if self.done_check_failures + 1 == attempts else ""
         self.add_message(
             f"The done-check `{self.check.command}` failed with exit code "
             f"{self.check.exit_code}, so the run cannot end yet (attempt "

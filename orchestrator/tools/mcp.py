@@ -229,8 +229,7 @@ class McpServers:
                 if connection.state == "starting":
                     self._failed(
                         connection,
-                        f"did not start within {self._start_limit:g} s "
-                        f"({self.label('mcp_timeout')})",
+                        f"no answer within {self._start_limit:g} s ({self.label('mcp_timeout')})",
                     )
         # The lines now; the events once the run reads its tools, so they follow run.started.
         self._flush(events=False)
@@ -421,7 +420,10 @@ class McpServers:
                     listed = await _list_tools(client)
                 except Exception as error:
                     if connection.state == "starting":
-                        self._failed(connection, _start_failure(connection, error, self.label))
+                        self._failed(
+                            connection,
+                            _start_failure(connection, error, self.label, self._start_limit),
+                        )
                     return
                 if connection.state != "starting":
                     return  # open() gave up waiting: the session closes unused
@@ -432,7 +434,9 @@ class McpServers:
                 await connection.stop.wait()
         except Exception as error:  # a session that broke down starting, or on the way out
             if connection.state == "starting":
-                self._failed(connection, _start_failure(connection, error, self.label))
+                self._failed(
+                    connection, _start_failure(connection, error, self.label, self._start_limit)
+                )
         finally:
             connection.ready.set()
             connection.stopped.set()
@@ -673,10 +677,17 @@ def _tool_name(config: McpServerConfig, remote: str) -> str:
 
 
 def _start_failure(
-    connection: _Connection, error: BaseException, label: Callable[[str], str]
+    connection: _Connection, error: BaseException, label: Callable[[str], str], limit: float
 ) -> str:
-    if isinstance(error, TimeoutError):
-        return f"it did not finish starting in time ({label('mcp_timeout')})"
+    import mcp.types
+    from mcp.shared.exceptions import MCPError
+
+    inner = error
+    while isinstance(inner, BaseExceptionGroup) and inner.exceptions:
+        inner = inner.exceptions[0]
+    timed_out = isinstance(inner, MCPError) and inner.error.code == mcp.types.REQUEST_TIMEOUT
+    if timed_out or isinstance(inner, TimeoutError):
+        return f"no answer within {limit:g} s ({label('mcp_timeout')})"
     if isinstance(error, FileNotFoundError | PermissionError):
         return f"cannot run {connection.config.command!r}: {error.strerror}"
     text = _one_line(_innermost(error))
