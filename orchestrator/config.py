@@ -622,6 +622,17 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
+
+
+def where_settable(name: str) -> str:
+    """Which files may set a setting, in a few words (for docs/cli.md's table)."""
+    if name in _NOT_IN_FILE:
+        return "no file"
+    if name == "allow_write":
+        return "your own file only"
+    return "both files"
+
+
 #: Settings a config file may not hold, and why: a key in a file checked into a repo is a
 #: leak, and a repo must not choose a path outside it for orchestrator to overwrite.
 _NOT_IN_FILE: Mapping[str, str] = {

@@ -145,7 +145,7 @@ def _entry(entry: object, event: str, where: str, origin: str, project: bool) ->
     if not isinstance(matcher, str):
         raise HookConfigError(f"{where}: matcher must be a string (a regex over tool names)")
     try:
-        re.compile(matcher)
+        re.compile("" if matcher == "*" else matcher)  # Claude Code's "every tool"
     except re.error as error:
         raise HookConfigError(f"{where}: matcher {matcher!r} is not a regex: {error}") from None
     inner = entry.get("hooks", [entry])

@@ -267,10 +267,21 @@ def test_a_consumer_module_type_checks_under_mypy_strict(tmp_path: Path) -> None
         '    result: RunResult = agent.run("Add 2 and 3.")\n'
         "    cost: float | None = result.cost_usd\n"
         "    return f'{result.status} {result.answer} {result.rounds} {len(result.plan)} {cost}'\n"
+        "\n\n"
+        "def events(event: Mapping[str, Any]) -> None:\n"
+        "    print(event['event'])\n\n\n"
+        "def ended() -> Literal['done', 'failed', 'interrupted']:\n"
+        '    return Agent(on_event=events).run("x").status\n'
+    )
+    consumer.write_text(
+        "from collections.abc import Mapping\nfrom typing import Any, Literal\n\n"
+        + consumer.read_text()
     )
     broken = tmp_path / "broken.py"
     broken.write_text(
-        'from orchestrator import Agent\n\ndef main() -> int:\n    return Agent().run("x").answer\n'
+        "from orchestrator import Agent\n\n"
+        'def main() -> int:\n    return Agent().run("x").answer\n\n'
+        'def finished() -> bool:\n    return Agent().run("x").status == "finished"\n'
     )
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(consumer)],
@@ -290,6 +301,8 @@ def test_a_consumer_module_type_checks_under_mypy_strict(tmp_path: Path) -> None
         cwd=tmp_path,
     )
     assert wrong.returncode == 1 and "Incompatible return value" in wrong.stdout
+    # The status is a Literal: a status that cannot happen is a type error, not a silent False.
+    assert "Non-overlapping equality check" in wrong.stdout
 
 
 # --- @tool: what the API would refuse is refused at decoration --------------------------------
@@ -524,3 +537,27 @@ def test_an_untrusted_folder_with_hooks_or_mcp_servers_needs_trust_said(
         mcp = [event.get("status") for event in seen if event["event"] == "mcp.server"]
         if file == ".mcp.json":
             assert mcp == (["failed"] if trust else ["not_trusted"])
+
+
+def test_a_resume_keeps_the_model_settings_but_never_the_approval(
+    endpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns: list[Mapping[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo one > one.txt"}}]},
+        {"text": "One written."},
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo two > two.txt"}}]},
+        {"text": "Two not written."},
+    ]
+    server = _server(turns, monkeypatch)
+    try:
+        first = Agent(model="claude-kept", workdir=endpoint, approval="auto", max_tokens=1234).run(
+            "Write one."
+        )
+        assert first.trace is not None
+        more = Agent.resume(first.trace, "Write two.")
+    finally:
+        server.__exit__(None, None, None)
+    assert (endpoint / "one.txt").exists() and not (endpoint / "two.txt").exists()
+    assert more.exit_code == 3  # asked, with no one to ask: refused
+    resumed = server.requests[2]
+    assert (resumed["model"], resumed["max_tokens"]) == ("claude-kept", 1234)
