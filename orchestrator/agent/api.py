@@ -177,8 +177,9 @@ class Agent:
 
         ``Agent.resume(trace)`` goes on as the run was set up; ``agent.resume(trace)`` with
         this agent's settings and tools. An interrupted or failed run picks up where it
-        stopped; a finished one needs the next ``instruction``. The run keeps the model and
-        settings it was recorded with, and its work directory, unless this agent was given them.
+        stopped; a finished one needs the next ``instruction``. It keeps what ``orchestrator
+        resume`` keeps (its help says it once): the work directory and the settings in
+        :data:`KEPT_ON_RESUME` unless this agent was given them; never approval or sandbox.
         """
         from orchestrator.replay import rebuild
         from orchestrator.sessions import check_not_running, check_trace_appendable
@@ -328,5 +329,7 @@ def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
     raise TypeError(f"tools: expected a @tool function, a Tool or a module name, got {item!r}")
 
 
-#: What a resumed run keeps from its trace's settings unless this resume says otherwise.
+#: What a resumed run keeps from its trace's settings unless this resume says otherwise; the
+#: permissions (approval, sandbox) are never among them: a trace is a file, not a person's word.
+#: ``orchestrator resume``'s help lists them (a test holds the two together).
 KEPT_ON_RESUME = ("model", "max_tokens", "reminder_threshold", "thinking", "effort", "compaction")
