@@ -687,7 +687,7 @@ class UntrustedConfig(ConfigError):
         self.path, self.names = path, names
         how = given(label, "trust", True)
         if label is flag_label:
-            how += " (or answer yes when asked on a terminal)"
+            how += " (or answer yes when asked on a terminal, or run `orchestrator trust`)"
         super().__init__(
             f"{path}: {', '.join(names)} may only be set by a trusted folder's file; trust "
             f"{path.parent} with {how}, or remove {'them' if len(names) > 1 else 'it'}"

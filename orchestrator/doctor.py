@@ -45,7 +45,9 @@ MODEL_CHECK_SECONDS = 4.5
 #: Where the SDK goes when ``ANTHROPIC_BASE_URL`` is not set.
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 #: How doctor, which takes no ``--trust``, says to trust the folder.
-UNTRUSTED_HINT = "a run asks on a terminal, or `orchestrator run --trust --workdir {workdir}`"
+UNTRUSTED_HINT = (
+    "record it with `orchestrator trust --workdir {workdir}`, or a run asks on a terminal"
+)
 #: Which check's line a setting that does not parse is reported on (others: ``settings``).
 _CHECK_OF = {"api_key": "key", "auth_token": "key", "base_url": "base URL", "model": "model"}
 

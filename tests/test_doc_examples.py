@@ -171,8 +171,10 @@ def test_the_runner_fails_a_broken_example(tmp_path: Path) -> None:
     bad_setting = Example("doc.md", 1, "toml", "orchestrator.toml", "max_rounds = -1\n")
     with pytest.raises(Exception, match="max_rounds"):
         _run(bad_setting, tmp_path)
-    bad_hook = Example("doc.md", 1, "toml", "orchestrator.toml", '[[hooks.Nope]]\ncommand = "x"\n')
-    with pytest.raises(Exception, match="Nope"):
+    bad_hook = Example(
+        "doc.md", 1, "toml", "orchestrator.toml", '[[hooks.PreToolUse]]\nmatcher = "("\n'
+    )
+    with pytest.raises(Exception, match="is not a regex"):
         _run(bad_hook, tmp_path)
 
 

@@ -228,7 +228,7 @@ def test_doctor_never_sends_the_key_to_an_untrusted_project_files_base_url(
     # doctor takes no --trust: it names the command that does, for the file and the servers.
     said = done.stdout + done.stderr
     assert "pass --trust" not in said and "with --trust" not in said
-    assert said.count(f"`orchestrator run --trust --workdir {workdir}`") == 2
+    assert said.count(f"`orchestrator trust --workdir {workdir}`") == 2
     assert _line(done.stdout, "base URL: ").endswith(
         ": the folder is not trusted, so a run refuses it"
     )

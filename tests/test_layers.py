@@ -40,11 +40,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "testing",
         "anthropic_model",
     ),
-    # 2: what the loop drives: tools (sandbox, MCP, Python), hooks, approval, boards, the trace.
+    # 2: what the loop drives: tools (sandbox, MCP, Python), hooks, approval, boards, the trace;
+    # what a folder's trust covers.
     (
         "tools",
         "list_files",
         "hooks",
+        "trust_scope",
         "approval",
         "trace",
         "sessions",

@@ -56,7 +56,7 @@ def list_servers(workdir: Path, trust: bool, mcp_timeout: float | None) -> int:
         )
         return 0
     statuses = check_servers(servers, trusted=trusted, timeout=timeout)
-    hint = "pass --trust, or run and answer yes"
+    hint = "pass --trust, or record it with `orchestrator trust`"
     for status in statuses:
         for line in status.lines(untrusted_hint=hint):
             click.echo(inert(line))
