@@ -255,6 +255,10 @@ class ContextKeeper(Protocol):
         """Believe a smaller window (a refusal named the real limit); whether it changed."""
         ...
 
+    def window_from_refusal(self, message: str) -> int | None:
+        """The window a "prompt is too long" refusal names, or None when it names none."""
+        ...
+
     @property
     def managing(self) -> bool:
         """False when told to send the history whole (``--compaction off``)."""
