@@ -39,6 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "script",
         "testing",
         "anthropic_model",
+        # the rules for what a shared board takes (names, leases, text): pure values, no store
+        "board.inputs",
     ),
     # 2: what the loop drives: tools (sandbox, MCP, Python), hooks, approval, boards, the trace;
     # what a folder's trust covers.
