@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import attrs
@@ -144,6 +145,11 @@ class Tool(Protocol):
     def run(self, arguments: Mapping[str, Any]) -> ToolResult: ...
 
 
+#: The ``tool_use`` id of the call the loop is dispatching, so a wrapper of the registry (the
+#: hooks, which hand it on as ``tool_use_id``) can name the call without widening ``dispatch``.
+CURRENT_CALL: ContextVar[str] = ContextVar("orchestrator_current_call", default="")
+
+
 class Tools(Protocol):
     """The registry the loop dispatches through; it never raises for anything the model sends."""
 
@@ -249,6 +255,10 @@ class ContextKeeper(Protocol):
         """Believe a smaller window (a refusal named the real limit); whether it changed."""
         ...
 
+    def window_from_refusal(self, message: str) -> int | None:
+        """The window a "prompt is too long" refusal names, or None when it names none."""
+        ...
+
     @property
     def managing(self) -> bool:
         """False when told to send the history whole (``--compaction off``)."""
@@ -334,6 +344,12 @@ class BoardStore(Protocol):
         ...
 
     def complete(self, item_id: str, *, agent: str) -> Any: ...
+
+    def record_check(
+        self, item_id: str, *, agent: str, command: str, exit_code: int, duration_s: float
+    ) -> Any:
+        """Log one run of an item's check (its completion's guard reads the passing run)."""
+        ...
 
     def release(self, item_id: str, *, agent: str) -> Any: ...
 

@@ -13,6 +13,7 @@ trace back into the conversation and plan of its run, for ``resume`` and replay 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -121,9 +122,37 @@ class Replay:
         #: The checks the run recorded, not yet taken by the replayed board (never re-run).
         self._checks: list[TraceLine] = []
         self._calls: dict[str, tuple[str, Any, bool]] = {}
+        #: The input a PreToolUse hook gave a call in place of the model's (``updatedInput``).
+        self._updated: dict[str, Any] = {}
         # The conversation as the run had it, so the context tiers are re-derived, not read.
         self._follower: ConversationFollower | None = ConversationFollower(_board_from)
         self._follower.on_record = self._collector.plan_record
+        #: What :meth:`check` went through: lines read, runs, and each compared event by name.
+        self.lines_read = 0
+        self.runs = 0
+        self.compared: Counter[str] = Counter()
+
+    def summary(self) -> str:
+        """One line saying what a passing :meth:`check` went through, for ``replay --check``."""
+
+        def count(number: int, what: str) -> str:
+            return f"{number} {what}{'' if number == 1 else 's'}"
+
+        machines = [
+            count(self.compared["loop.transition"], "loop transition"),
+            count(self.compared["plan.transition"], "plan transition"),
+            count(self.compared["audit.reminder"], "reminder"),
+        ]
+        others = sum(self.compared.values()) - sum(
+            self.compared[name] for name in ("loop.transition", "plan.transition", "audit.reminder")
+        )
+        if others:
+            machines.append(count(others, "other recorded outcome"))
+        listed = f"{', '.join(machines[:-1])} and {machines[-1]}"
+        return (
+            f"{count(self.lines_read, 'event')} of {count(self.runs, 'run')} re-driven "
+            f"through fresh machines: {listed} came out the same"
+        )
 
     def check(self) -> Divergence | None:
         """Replay every line; return the first divergence, or None when the trace holds."""
@@ -152,11 +181,14 @@ class Replay:
 
     def _feed(self, line: TraceLine) -> Divergence | None:
         name = line.name
+        self.lines_read += 1
+        self.runs += name == "run.started"
         if name in _COMPARED:
             problem = _legality_problem(line)
             if problem is not None:
                 return problem
             self._recorded.append(line)
+            self.compared[name] += 1
             if name == "plan.check":
                 self._checks.append(line)
         if self._follower is not None:
@@ -257,6 +289,7 @@ class Replay:
         if tool_id not in self._calls:
             return Divergence(line.number, f"tool.result for {tool_id} has no tool.call before it")
         name, arguments, blocked = self._calls.pop(tool_id)
+        ran_with = self._updated.pop(tool_id, arguments)  # the input the tool really got
         is_error = bool(line.event.get("is_error"))
         # A call a PreToolUse hook refused never reached its tool: there is nothing to re-apply.
         hooked = is_error and str(line.event.get("output", "")).startswith(PRE_TOOL_USE_BLOCKED)
@@ -267,7 +300,7 @@ class Replay:
                 self._board.follow(self._recorded)
             elif name == "todo":
                 assert self._todo is not None
-                applied = not self._todo.dispatch(name, arguments).is_error
+                applied = not self._todo.dispatch(name, ran_with).is_error
                 if applied == is_error:
                     state = "accepted" if applied else "rejected"
                     return Divergence(line.number, f"replay {state} the todo call {tool_id}")
@@ -275,6 +308,13 @@ class Replay:
         if self.timeline and self._board is not None:
             self.timeline[-1].completed, self.timeline[-1].total = self._board.progress
         return self._compare(line.number)
+
+    def _on_updated_input(self, line: TraceLine) -> Divergence | None:
+        tool_id = str(line.event.get("id"))
+        if tool_id not in self._calls:
+            return Divergence(line.number, f"hook.updated_input for {tool_id} has no tool.call")
+        self._updated[tool_id] = line.event.get("input")
+        return None
 
     def _on_plan_updated(self, line: TraceLine) -> Divergence | None:
         if not line.event.get("reset"):
@@ -327,6 +367,7 @@ class Replay:
             self._machine.remove_model(self._run)
             self._run = None
         self._calls.clear()  # a call the run left open never gets its result now
+        self._updated.clear()
         return divergence
 
     _handlers: Mapping[str, Callable[[Replay, TraceLine], Divergence | None]] = {
@@ -335,6 +376,7 @@ class Replay:
         "model.response": _on_model_response,
         "tool.call": _on_tool_call,
         "tool.result": _on_tool_result,
+        "hook.updated_input": _on_updated_input,
         "audit.reminder": _on_reminder,
         "loop.done_check": _on_done_check,
         "plan.updated": _on_plan_updated,

@@ -70,6 +70,7 @@ def team(
     or the board was left unfinished.
     """
     from orchestrator.agent import SettingsError, anthropic_model, load_options
+    from orchestrator.board.stores import sqlite_url
     from orchestrator.scenarios import team as scripted_team
     from orchestrator.sessions import state_dir
     from orchestrator.team import TeamError, TeamPlan, prepare_scripted_repository, run_team
@@ -83,7 +84,7 @@ def team(
     if not scripted and not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
     base = state_dir() / "team" / new_run_id()
-    url = board or f"sqlite://{base}/board.db"
+    url = board or sqlite_url(base / "board.db")
     try:
         if scripted:
             prepare_scripted_repository(workdir, scripted_team.FILES)
