@@ -373,7 +373,7 @@ def _slow_replay(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _slow_page(monkeypatch: pytest.MonkeyPatch) -> None:
-    slowed = _burning_first(picture_model._Builder._enter_round, lambda *_: 100e-6)
+    slowed = _burning_first(picture_model._Builder._enter_round, lambda *_: 300e-6)
     monkeypatch.setattr(picture_model._Builder, "_enter_round", slowed)
 
 
