@@ -27,6 +27,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "_lazy",
         "exits",
         "inert",
+        # commands shown on one line, cut only in their paths (plan, guard and console use it)
+        "shorten",
         "signals",
         "pricing",
         "instructions",
