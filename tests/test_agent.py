@@ -427,6 +427,7 @@ def _embedded_environment(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.e2e
 def test_an_embedded_run_prints_nothing_however_it_goes(endpoint: Path, tmp_path: Path) -> None:
     # An approval refusal (no terminal to ask), an MCP server that cannot start, the sandbox
     # chosen, and a run that fails (its rounds spent): a CLI run prints a line for each. A

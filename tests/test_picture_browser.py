@@ -24,6 +24,9 @@ from orchestrator.picture.run_page import run_document
 from orchestrator.trace_file import read_trace
 from tests.picture_traces import golden_copy, hostile_run
 
+# A real browser process: the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
+
 CHROMIUM = Path("/usr/bin/chromium")
 
 if not CHROMIUM.exists():

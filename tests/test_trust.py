@@ -323,6 +323,7 @@ def test_a_folder_trusted_without_a_terminal_runs_its_hooks_without_asking(
     assert (clone / "started").exists()
 
 
+@pytest.mark.e2e
 def test_the_question_lists_every_command_and_a_file_with_hooks_alone_is_asked(
     clone: Path, tmp_path: Path
 ) -> None:
