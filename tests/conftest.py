@@ -1,8 +1,8 @@
 """Suite-wide fixtures, the hypothesis profiles, and the hardening figures ``make test`` ends with.
 
 Hypothesis runs under the ``ci`` profile unless ``--hypothesis-profile=deep`` asks for every
-example (``make test-deep``; see :mod:`tests.budget`). Neither profile has a deadline: a busy
-machine must not fail a property for being slow.
+example (``make test-deep``; see :mod:`tests.budget`). Neither profile has a deadline or the
+too-slow health check: a busy machine must not fail a property for being slow.
 
 Hardening tests record what they tried through the ``hardening`` fixture. Under pytest-xdist
 each worker is its own process, so records go to files in one folder and the controlling
@@ -22,12 +22,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from tests.budget import CI, DEEP
 
-settings.register_profile(CI, max_examples=25, deadline=None)
-settings.register_profile(DEEP, deadline=None)
+# Neither times a test: no deadline, and no health check for slow data generation, which a busy
+# machine would trip.
+settings.register_profile(DEEP, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(CI, settings.get_profile(DEEP), max_examples=25)
 # Loaded here so it is the default; the hypothesis plugin loads --hypothesis-profile after this.
 settings.load_profile(CI)
 
