@@ -145,6 +145,7 @@ def _run(example: Example, scratch: Path) -> None:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.e2e  # each example line is a bash process running orchestrator
 @pytest.mark.parametrize(
     "document",
     [path for path in DOCUMENTS if examples(path)],
