@@ -12,7 +12,8 @@ through :func:`run_git`, which gives git no way to start a program the model cho
 - neither the system nor the user's global config is read (``GIT_CONFIG_NOSYSTEM``,
   ``GIT_CONFIG_GLOBAL``); the repository's own config is read, but every key in it that names
   a program (filters, diff and merge drivers, pager, editor, gpg, credential helpers, ssh…)
-  is overridden empty on the command line, which outranks every file;
+  is overridden with one that runs nothing of the model's, in git's own environment
+  settings, which outrank every file;
 - where the caller knows the work tree and its git dir, both are given outright, so a
   ``.git`` file or ``core.worktree`` the model rewrote cannot point the harness elsewhere;
 - the environment is an allow-list: no API key reaches git or anything it might start.
@@ -34,21 +35,21 @@ HARNESS_EMAIL = "team@orchestrator.invalid"
 #: How long one git command may take before it is given up (a hang guard).
 GIT_TIMEOUT = 300.0
 
-#: Settings every harness git command runs with (``-c`` outranks every config file).
-_FIXED = (
-    f"core.hooksPath={os.devnull}",
-    "core.fsmonitor=false",
-    "core.untrackedCache=false",
-    "submodule.recurse=false",
-    "diff.ignoreSubmodules=all",
-    "status.submoduleSummary=false",
-    "fetch.recurseSubmodules=false",
-    "commit.gpgSign=false",
-    "tag.gpgSign=false",
-    "merge.verifySignatures=false",
-    "advice.addEmbeddedRepo=false",
-    "advice.detachedHead=false",
-    "core.quotePath=false",
+#: Settings every harness git command runs with (they outrank every config file).
+_FIXED: tuple[tuple[str, str], ...] = (
+    ("core.hooksPath", os.devnull),
+    ("core.fsmonitor", "false"),
+    ("core.untrackedCache", "false"),
+    ("submodule.recurse", "false"),
+    ("diff.ignoreSubmodules", "all"),
+    ("status.submoduleSummary", "false"),
+    ("fetch.recurseSubmodules", "false"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("merge.verifySignatures", "false"),
+    ("advice.addEmbeddedRepo", "false"),
+    ("advice.detachedHead", "false"),
+    ("core.quotePath", "false"),
 )
 #: Config keys (lower case, as ``git config --name-only`` prints them) that name a program.
 _PROGRAM_KEYS = re.compile(
@@ -121,8 +122,14 @@ def run_git(
         [] if place is None else [f"--git-dir={place.git_dir}", f"--work-tree={place.work_tree}"]
     )
     # The fixed settings come last: of two ``-c`` for one key, git takes the later.
-    overrides = [*(f"{key}=" for key in _program_keys(cwd, where, environment)), *_FIXED]
-    command = ["git", *where, *(part for key in overrides for part in ("-c", key)), *args]
+    # They go in git's environment (GIT_CONFIG_KEY_n, _VALUE_n), which outranks every config
+    # file and, unlike ``-c key=value``, cannot be misread when a model's key holds an ``=``.
+    overrides = [*(_harmless(key) for key in _program_keys(cwd, where, environment)), *_FIXED]
+    environment["GIT_CONFIG_COUNT"] = str(len(overrides))
+    for index, (key, value) in enumerate(overrides):
+        environment[f"GIT_CONFIG_KEY_{index}"] = key
+        environment[f"GIT_CONFIG_VALUE_{index}"] = value
+    command = ["git", *where, *args]
     done = _run(command, cwd, environment)
     if check and done.returncode != 0:
         said = " ".join(done.stderr.split())[-300:] or f"exit status {done.returncode}"
@@ -141,6 +148,22 @@ def _program_keys(cwd: Path, where: Sequence[str], env: Mapping[str, str]) -> li
         return []  # not a repository yet (``init``), or no config: nothing to override
     names = (name for name in listed.stdout.split("\0") if name)
     return sorted({name for name in names if _PROGRAM_KEYS.match(name)})
+
+
+def _harmless(key: str) -> tuple[str, str]:
+    """``key`` set to what runs nothing of the model's.
+
+    Empty, where git reads empty as "none" (filters, helpers, pagers); ``cat`` for a diff
+    driver's text conversion (the file as it is) and ``true`` for an external diff command,
+    where an empty command would make git fail. An emptied merge driver fails its merge,
+    which the harness reports as a conflict: a refusal, never the model's program.
+    """
+    lowered = key.lower()
+    if lowered.endswith(".textconv"):
+        return key, "cat"
+    if (lowered.startswith("diff.") and lowered.endswith(".command")) or lowered == "diff.external":
+        return key, "true"
+    return key, ""
 
 
 def _run(command: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.CompletedProcess[str]:

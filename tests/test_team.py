@@ -86,9 +86,7 @@ class Running:
 
     def line_matching(self, pattern: str) -> Callable[[], re.Match[str] | None]:
         compiled = re.compile(pattern)
-        return lambda: next(
-            (m for line in list(self.lines) if (m := compiled.search(line))), None
-        )
+        return lambda: next((m for line in list(self.lines) if (m := compiled.search(line))), None)
 
     def finish(self) -> int:
         code = self.process.wait(TIMEOUT)
@@ -224,6 +222,9 @@ def test_ctrl_c_keeps_every_finished_item_and_a_resume_finishes_the_rest(
     args = ["team", "--scripted", "--workers", "2", "--pace", "0.3", "--lease", "3"]
     team = Running([*args, "--workdir", str(work)], tmp_path)
     team.wait_for(team.line_matching(r"#\d+ completed · commit"))
+    # Then a fresh claim: that item is in progress for three paced turns when the stop comes.
+    seen = len(team.lines)
+    team.wait_for(lambda: any("│ claimed #" in line for line in team.lines[seen:]))
     team.process.send_signal(signal.SIGINT)
     assert team.finish() == 130, team.text
     url = _board_of(team.text)
@@ -291,7 +292,9 @@ def test_a_second_team_on_a_board_another_team_works_is_refused(tmp_path: Path) 
     first.wait_for(first.line_matching(r"/worker-1: pid \d+"))
     name = re.search(r"(\w+)/worker-1: pid", first.text)
     assert name is not None
-    second = _cli(["team", "--scripted", "--board", url, "--workdir", str(tmp_path / "b")], tmp_path)
+    second = _cli(
+        ["team", "--scripted", "--board", url, "--workdir", str(tmp_path / "b")], tmp_path
+    )
     assert second.returncode == 2, second.stdout + second.stderr
     assert second.stderr.count("\n") == 1
     assert f"team {name[1]}, still running" in second.stderr
@@ -309,3 +312,67 @@ def _repository(folder: Path, files: dict[str, str]) -> Path:
     run_git(folder, "add", "-A")
     run_git(folder, "commit", "-q", "-m", "start")
     return folder
+
+
+def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
+    tmp_path: Path,
+) -> None:
+    """A worker (a scripted model over the real SDK) plants a nested repository with its own
+    fsmonitor, as a gitlink, and a post-merge hook in the repository's own git dir, under the
+    one sandbox that cannot stop it (``workdir``). The harness's git runs none of them."""
+    from orchestrator.script import parse_script
+    from orchestrator.testing import MessagesServer
+
+    repo = _repository(tmp_path / "repo", {"README.md": "# r\n"})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    hook = repo / ".git" / "hooks" / "post-merge"
+    plant = (
+        "git init -q vendor && cd vendor && echo x > x && git add x && "
+        "git -c user.name=m -c user.email=m@m commit -qm v && cd .. && "
+        f"printf '[core]\\n\\tfsmonitor = touch {marks}/nested; false\\n' >> vendor/.git/config"
+        f" && printf '#!/bin/sh\\ntouch {marks}/post-merge\\n' > {hook} && chmod +x {hook}"
+    )
+    items = [
+        {"id": "1", "text": "Write notes/a.md", "status": "pending"},
+        {"id": "2", "text": "Vendor the library", "status": "pending", "blocked_by": ["1"]},
+    ]
+
+    def complete(item: str) -> dict[str, object]:
+        return {
+            "name": "todo",
+            "input": {"merge": True, "items": [{"id": item, "status": "completed"}]},
+        }
+
+    turns = [
+        {"tool_calls": [{"name": "todo", "input": {"items": items}}]},
+        {"text": "Planned."},
+        {"tool_calls": [{"name": "write_file", "input": {"path": "notes/a.md", "content": "a\n"}}]},
+        {"tool_calls": [complete("1")]},
+        {"text": "Done."},
+        {"tool_calls": [{"name": "bash", "input": {"command": plant}}]},
+        {"tool_calls": [complete("2")]},
+        {"text": "Done too."},
+    ]
+    script = parse_script({"name": "hostile", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        done = _cli(
+            ["team", "Do it", "--workers", "1", "--lease", "30", "--workdir", str(repo)],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_SANDBOX="workdir",
+        )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert hook.exists(), "the plant itself failed: the test proves nothing"
+    assert sorted(p.name for p in marks.iterdir()) == []
+    refused = re.search(r"! not merged: #2 \(\w+/worker-1\).*", done.stdout)
+    assert refused is not None, done.stdout
+    assert "vendor is a gitlink" in refused[0] and ".git/hooks" in refused[0]
+    # The honest item merged; nothing of the hostile one reached the work directory.
+    assert (repo / "notes" / "a.md").is_file() and not (repo / "vendor").exists()
+    assert "160000" not in run_git(repo, "ls-tree", "-r", "HEAD").stdout
+    # Its work is still on the worker's branch, for a person to look at.
+    branch = re.search(r"branch (team/\w+/worker-1)", done.stdout)
+    assert branch is not None
+    assert "160000 commit" in run_git(repo, "ls-tree", branch[1], "vendor").stdout

@@ -19,6 +19,7 @@ merged: it stays on the worker's branch, named. Every git command here is the ha
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -116,7 +117,9 @@ def commit_all(place: GitPlace | Path, message: str, *, author: str | None = Non
     staged = _git(place, "diff", "--cached", "--quiet", "--ignore-submodules=none", check=False)
     if staged.returncode == 0:
         return None
-    _git(place, "commit", "-q", "--no-verify", "-m", message, author=author)
+    # Staged changes were found above with submodules looked at; git's own "nothing to
+    # commit" would ignore a new gitlink (diff.ignoreSubmodules=all), so it is not asked.
+    _git(place, "commit", "-q", "--no-verify", "--allow-empty", "-m", message, author=author)
     return rev(place, "HEAD")
 
 
@@ -222,13 +225,34 @@ def add_worktree(repo: Path, path: Path, branch: str, start: str) -> GitPlace:
     return found
 
 
-def remove_worktree(repo: Path, path: Path) -> bool:
-    """Remove a clean worktree (its branch stays); one with changes is left where it is."""
-    if path.exists() and dirty(path):
-        return False
-    _git(repo, "worktree", "remove", str(path), check=False)
+def remove_worktree(repo: Path, path: Path) -> str | None:
+    """Remove a committed worktree (its branch stays); else why it was left where it is.
+
+    Its cleanliness is judged here, never by git's own check, which looks into nested
+    repositories by running git there: with their config.
+    """
+    if not path.exists():
+        _git(repo, "worktree", "prune", check=False)
+        return None
+    if dirty(path):
+        return "it has changes that could not be committed"
+    nested = _nested_repositories(path)
+    if nested:
+        return f"it holds a nested repository ({', '.join(nested[:3])}), kept for a person to see"
+    _git(repo, "worktree", "remove", "--force", str(path), check=False)
     _git(repo, "worktree", "prune", check=False)
-    return not path.exists()
+    return None if not path.exists() else "git would not remove it"
+
+
+def _nested_repositories(top: Path) -> list[str]:
+    """The folders below ``top`` that hold a ``.git`` of their own (its own one aside)."""
+    found = []
+    for folder, names, files in os.walk(top):
+        here = Path(folder)
+        if here != top and (".git" in names or ".git" in files):
+            found.append(str(here.relative_to(top)))
+        names[:] = [name for name in names if name != ".git"]
+    return sorted(found)
 
 
 def merge_branch(workdir: Path, branch: str, message: str) -> tuple[str, ...]:

@@ -570,8 +570,9 @@ class _Run:
                 self._left.append(f"{place.work_tree}: {error}")
                 continue
             # Committed: the worktree can go (its branch stays; a resume adds it back).
-            if not integration.remove_worktree(self.plan.workdir, place.work_tree):
-                self._left.append(f"{place.work_tree}: git would not remove it")
+            why = integration.remove_worktree(self.plan.workdir, place.work_tree)
+            if why is not None:
+                self._left.append(f"{place.work_tree}: {why}")
 
     # -- the end ------------------------------------------------------------------------------
 

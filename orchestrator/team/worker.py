@@ -262,6 +262,10 @@ class Worker:
         except KeyboardInterrupt:
             self._stop_now()
             status, code, reason = "interrupted", stopped(), "stopped by a signal"
+        except (GitError, integration.TeamError) as error:
+            # The repository would not do what the harness asked: its item goes back now.
+            self._stop_now("the worker failed: " + str(error))
+            status, code, reason = "failed", 1, str(error)
         finally:
             self._board.close()
         if code == 0 and any(o.outcome == "refused" for o in self._outcomes):
@@ -361,7 +365,7 @@ class Worker:
             integration.commit_all(
                 place, f"{self.plan.agent}: work left in the worktree", author=self.plan.agent
             )
-            keep_as = f"{branch.rsplit('/', 1)[0]}/kept/{_short(self.plan.agent)}"
+            keep_as = _kept_name(branch, self.plan.agent)
             kept = integration.catch_up(place, branch, keep_as)
         tip = self._head()
         self.out.record(
@@ -491,28 +495,32 @@ class Worker:
     def _wrap_up(self, item: BoardItem, result: ItemOutcome) -> None:
         """A stopped worker: its work committed first, then its item given back at once."""
         with _ignoring_stops():
-            commit = None
+            commit, kept = None, "its work so far is committed"
             if self._place is not None:
                 try:
-                    commit = integration.commit_all(
-                        self._place,
-                        f"#{item.id} ({self.plan.agent}): unfinished, the worker was stopped"
-                        f"\n\n{item.text}",
-                        author=self.plan.agent,
+                    commit = (
+                        integration.commit_all(
+                            self._place,
+                            f"#{item.id} ({self.plan.agent}): unfinished, the worker was stopped"
+                            f"\n\n{item.text}",
+                            author=self.plan.agent,
+                        )
+                        or self._new_head()
                     )
                 except GitError as error:
+                    kept = f"its work so far is left in {self.plan.workdir} (not committed)"
                     self.out.line(f"orchestrator: could not commit the unfinished work: {error}")
             landed = self._landed.get(item.id)
             now = self._finish_landed(item.id)
             if now is not None and now.owner == self.plan.agent and now.status == Status.COMPLETED:
                 result = ItemOutcome(item.id, "completed", landed[0] if landed else None)
             if result.outcome != "completed":
-                self._give_back(item, "the worker was stopped; its work so far is committed")
-                result = attrs.evolve(result, commit=commit or self._new_head())
+                self._give_back(item, f"{result.why}; {kept}")
+                result = attrs.evolve(result, commit=commit)
             self._outcomes.append(result)
             self.out.record({"event": "work.item", **attrs.asdict(result)})
 
-    def _stop_now(self) -> None:
+    def _stop_now(self, why: str = "stopped by a signal") -> None:
         """A stop outside a session (waiting, claiming, catching up): held items go back."""
         with _ignoring_stops():
             held = [
@@ -522,8 +530,9 @@ class Worker:
             ]
         if self._current is not None and all(i.id != self._current.id for i in held):
             held.insert(0, self._current)
+        outcome = "interrupted" if why == "stopped by a signal" else "failed"
         for item in held:
-            self._wrap_up(item, ItemOutcome(item.id, "interrupted", why="stopped by a signal"))
+            self._wrap_up(item, ItemOutcome(item.id, outcome, why=why))
         self._current = None
 
     # -- landing a completed item ----------------------------------------------------------
@@ -536,20 +545,19 @@ class Worker:
             return None
         target = plan.integrate or "the work directory's branch"
         with _signals_held():
+            problems: list[str] = []
             if self._protected is not None and (changes := self._protected.changes()):
                 shown = ", ".join(change.describe(plan.workdir) for change in changes)
                 self._compromised = f"protected paths changed: {shown}"
-                self._refusal[item_id] = ("refused", self._compromised)
-                return _refused(target, f"not merged: {self._compromised}")
+                problems.append(self._compromised)
             message = f"#{item_id}: {text}\n\nBoard-Item: {item_id}\nAgent: {plan.agent}\n"
             commit = integration.commit_all(place, message, author=plan.agent) or self._head()
             assert commit is not None
-            start = self._started_at or commit
-            problems = integration.refusals(place, start, commit)
+            problems.extend(integration.refusals(place, self._started_at or commit, commit))
             if problems:
-                why = "not merged: " + "; ".join(problems)
+                why = "; ".join(problems)
                 self._refusal[item_id] = ("refused", why)
-                return _refused(target, why)
+                return _refused(target, f"not merged: {why}")
             merged: str | None = None
             if plan.integrate is not None:
                 outcome = integration.merge_into(
@@ -659,6 +667,16 @@ def _refused(target: str, why: str) -> CheckResult:
         f"{why}. The harness gives this item back to the board when your turn ends; end "
         "your turn now.",
     )
+
+
+def _kept_name(integrate: str, agent: str) -> str:
+    """Where a worker keeps commits that did not merge: beside the integration branch.
+
+    ``team/ID/integration`` → ``team/ID/kept/worker-K-…``; a branch without a folder gets
+    ``BRANCH-kept/…`` (a ref cannot live under another ref's name).
+    """
+    parent, _, _ = integrate.rpartition("/")
+    return f"{parent}/kept/{_short(agent)}" if parent else f"{integrate}-kept/{_short(agent)}"
 
 
 def _short(agent: str) -> str:
