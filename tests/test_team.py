@@ -314,20 +314,33 @@ def _repository(folder: Path, files: dict[str, str]) -> Path:
     return folder
 
 
+def _bwrap_works() -> bool:
+    from orchestrator.tools.sandbox import find_bwrap, probe_bwrap
+
+    binary = find_bwrap()
+    return binary is not None and probe_bwrap(binary) is None
+
+
+@pytest.mark.parametrize("sandbox", ["workdir", "bwrap"])
 def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
-    tmp_path: Path,
+    tmp_path: Path, sandbox: str
 ) -> None:
     """A worker (a scripted model over the real SDK) plants a nested repository with its own
-    fsmonitor, as a gitlink, and a post-merge hook in the repository's own git dir, under the
-    one sandbox that cannot stop it (``workdir``). The harness's git runs none of them."""
+    fsmonitor, as a gitlink, a post-merge hook in the repository's own git dir, and a file
+    beside its worktree (where the other workers' are). Under bwrap only the nested repository
+    lands; under ``workdir``, which cannot stop bash, all of it does. Either way the harness's
+    git runs none of it, and the work is not merged."""
     from orchestrator.script import parse_script
     from orchestrator.testing import MessagesServer
 
+    if sandbox == "bwrap" and not _bwrap_works():
+        pytest.skip("bwrap cannot run here")
     repo = _repository(tmp_path / "repo", {"README.md": "# r\n"})
     marks = tmp_path / "marks"
     marks.mkdir()
     hook = repo / ".git" / "hooks" / "post-merge"
     plant = (
+        "touch ../planted-beside; "
         "git init -q vendor && cd vendor && echo x > x && git add x && "
         "git -c user.name=m -c user.email=m@m commit -qm v && cd .. && "
         f"printf '[core]\\n\\tfsmonitor = touch {marks}/nested; false\\n' >> vendor/.git/config"
@@ -361,14 +374,20 @@ def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
             tmp_path,
             ANTHROPIC_API_KEY="test-key",
             ANTHROPIC_BASE_URL=server.base_url,
-            ORCHESTRATOR_SANDBOX="workdir",
+            ORCHESTRATOR_SANDBOX=sandbox,
         )
     assert done.returncode == 3, done.stdout + done.stderr
-    assert hook.exists(), "the plant itself failed: the test proves nothing"
     assert sorted(p.name for p in marks.iterdir()) == []
     refused = re.search(r"! not merged: #2 \(\w+/worker-1\).*", done.stdout)
     assert refused is not None, done.stdout
-    assert "vendor is a gitlink" in refused[0] and ".git/hooks" in refused[0]
+    assert "vendor is a gitlink" in refused[0]
+    beside = list((tmp_path / "state" / "team").glob("*/planted-beside"))
+    if sandbox == "bwrap":
+        # Only its own worktree is writable: not the repository's git dir, not its neighbours.
+        assert not hook.exists() and not beside
+    else:
+        assert hook.exists() and beside, "the plants failed: the test proves nothing"
+        assert ".git/hooks" in refused[0]
     # The honest item merged; nothing of the hostile one reached the work directory.
     assert (repo / "notes" / "a.md").is_file() and not (repo / "vendor").exists()
     assert "160000" not in run_git(repo, "ls-tree", "-r", "HEAD").stdout

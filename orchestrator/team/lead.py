@@ -370,7 +370,14 @@ class _Run:
             run_git(plan.workdir, "branch", team.integration, "HEAD")
         try:
             self._start_workers()
-            self._wait()
+            self._join(None)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: every worker is told, and waited for
+            self.stopped = self.plan.stopped()
+            self._stop_workers(_EXIT_BY_CODE.get(self.stopped, signal.SIGINT))
+        except BaseException:  # the lead itself broke: its workers stop too, then it says why
+            with suppress(KeyboardInterrupt):
+                self._stop_workers(signal.SIGTERM)
+            raise
         finally:
             self._commit_worktrees()
         return self._result()
@@ -524,29 +531,29 @@ class _Run:
         for text, _style in lines.lines(event):
             self._say(short, text)
 
-    def _wait(self) -> None:
-        """Until every worker ends; a stop signal is passed on, and a second one skips the wait."""
-        try:
-            self._join(None)
-        except KeyboardInterrupt:
-            self.stopped = self.plan.stopped()
-            stop = _EXIT_BY_CODE.get(self.stopped, signal.SIGINT)
-            for child in self.children:
-                if child.process.poll() is None:
-                    _signal(child.process.pid, stop)
+    def _stop_workers(self, stop: signal.Signals) -> None:
+        """Pass ``stop`` on to every worker and wait for them; a second Ctrl-C skips the wait.
+
+        A worker still running then is killed: its item's lease runs out by itself, and its
+        worktree's changes are committed by the team before the worktree is removed.
+        """
+        from orchestrator.tools.processes import kill_group
+
+        running = [child for child in self.children if child.process.poll() is None]
+        for child in running:
+            _signal(child.process.pid, stop)
+        if running:
             self._say(
                 "team",
-                f"stopping {len(self.children)} workers: each commits its work and gives its "
-                f"item back (up to {GRACE:g} s; Ctrl-C again stops waiting)",
+                f"stopping {len(running)} workers: each commits its work and gives its item "
+                f"back (up to {GRACE:g} s; Ctrl-C again stops waiting)",
             )
-            with suppress(KeyboardInterrupt):  # a second Ctrl-C: stop waiting
-                self._join(time.monotonic() + GRACE)
-            from orchestrator.tools.processes import kill_group
-
-            for child in self.children:
-                if child.process.poll() is None:
-                    kill_group(child.process.pid)  # its item's lease runs out by itself
-                    child.process.wait()
+        with suppress(KeyboardInterrupt):
+            self._join(time.monotonic() + GRACE)
+        for child in self.children:
+            if child.process.poll() is None:
+                kill_group(child.process.pid)
+                child.process.wait()
 
     def _join(self, deadline: float | None) -> None:
         for child in self.children:
@@ -561,8 +568,21 @@ class _Run:
                 child.reader.join(5)
 
     def _commit_worktrees(self) -> None:
-        """Every worktree's changes committed on its branch, before any worktree is removed."""
+        """Every worktree's changes committed on its branch, before any worktree is removed.
+
+        Ctrl-C is ignored meanwhile: a third one must not cut a commit short.
+        """
         self._left: list[str] = []
+        if threading.current_thread() is not threading.main_thread():
+            self._commit_each()  # signals reach the main thread only: nothing to hold off
+            return
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            self._commit_each()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _commit_each(self) -> None:
         for branch, place in self.places:
             try:
                 integration.commit_all(place, f"{branch}: work left when the team ended")

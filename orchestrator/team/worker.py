@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -707,6 +708,9 @@ def _signals_held() -> Iterator[None]:
 @contextmanager
 def _ignoring_stops() -> Iterator[None]:
     """A second Ctrl-C while a stopped worker saves its work is not allowed to cut it short."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only
+        return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield
