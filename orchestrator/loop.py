@@ -418,8 +418,11 @@ class Loop:
         budget: Callable[[], str | None] | None = None,
         stop_check: Callable[[int], CheckResult | None] | None = None,
         before_compact: Callable[[], object] | None = None,
+        setup: JSONObject | None = None,
     ) -> None:
         self.model, self.tools, self.plan, self.log = model, tools, plan, log
+        #: What the session adds to ``run.started`` about how it runs (sandbox, approval).
+        self.setup = dict(setup or {})
         #: Says why the run must end now (a cost or time budget spent); asked between rounds.
         self.budget = budget
         #: The ``Stop`` hooks, a done-check after the command one (given the failures so far).
@@ -464,6 +467,7 @@ class Loop:
             plan=self.plan.config,
             first_round=first_round,
             rounds_since_update=rounds_since_update,
+            **self.setup,
         )
         if self.context is not None:
             self.log.info("context.window", model=self.settings.model, **self.context.description)

@@ -229,7 +229,7 @@ class Session:
     def _new_loop(self, settings: LoopSettings, limits: ModelLimits, hooks: HookRunner) -> Loop:
         """The loop, its tools, checks and context keeper wired, the hooks where they meet it."""
         config, resumed = self.options.config, self.resume_from
-        assert self._trace is not None
+        assert self._trace is not None and self.sandbox is not None
         secrets = hooks.secrets
         tools: Tools = self._registry(secrets)
         if hooks.has("PreToolUse") or hooks.has("PostToolUse"):
@@ -252,6 +252,7 @@ class Session:
                 else None
             ),
             budget=self._budget,
+            setup={"sandbox": self.sandbox.sandbox.mode, "approval": config.approval},
             plan=self.board,
             log=self._trace.log,
             settings=settings,

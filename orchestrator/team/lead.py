@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -147,6 +148,10 @@ class TeamResult:
             lines.append(f"resume: orchestrator team --resume --board {self.board}")
         for agent in self.agents:
             lines.extend(f"trace: {agent.agent}: {trace}" for trace in agent.traces)
+        lead = next((a for a in self.agents if a.agent.endswith("/lead") and a.traces), None)
+        if lead is not None:
+            # The lead's page carries the board's lanes and links every agent's page.
+            lines.append(f"picture: orchestrator show {shlex.quote(lead.traces[0])} --html")
         return lines
 
 
