@@ -42,9 +42,10 @@ from orchestrator.protocols import CheckResult, JSONObject
 from orchestrator.team import integration
 
 if TYPE_CHECKING:
-    from orchestrator.agent import RunOptions
+    from orchestrator.agent import RunOptions, Session
     from orchestrator.board.store import BoardItem, SqlBoardStore
     from orchestrator.console import View
+    from orchestrator.loop import RunOutcome
     from orchestrator.protocols import BoardStore, Model
     from orchestrator.tools.protected import ProtectedSnapshot
 
@@ -200,9 +201,11 @@ class Worker:
 
     def __init__(self, plan: WorkPlan, out: WorkOutput) -> None:
         self.plan, self.out = plan, out
-        self._board = SharedBoard(self._open(), plan.agent, lease=plan.lease)
         self._place = self._repository()
         self._protected = self._snapshot()
+        self.store = self._open()
+        # The worker's own view of the board: its heartbeat renews every claim it holds.
+        self._board = SharedBoard(self.store, plan.agent, lease=plan.lease)
         self._outcomes: list[ItemOutcome] = []
         self._tried: dict[str, int] = {}
         self._given_up: set[str] = set()
@@ -220,10 +223,6 @@ class Worker:
         from orchestrator.board.stores import open_store
 
         return open_store(self.plan.board)
-
-    @property
-    def store(self) -> SqlBoardStore:
-        return self._board.store  # type: ignore[return-value]
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -380,13 +379,13 @@ class Worker:
         )
         return kept
 
-    def _session(self, item: BoardItem) -> Any:
+    def _session(self, item: BoardItem) -> RunOutcome | None:
         """Run the item's session to its end; its outcome, or None when it could not open."""
         from orchestrator.agent import Session
         from orchestrator.config import SettingsError
 
         plan = self.plan
-        trace = None
+        trace: Path | None = None
         if plan.trace_dir is not None:
             # A try of its own, numbered on from the traces there (a resumed team's included).
             stem = f"{_short(plan.agent)}-item-{_safe(item.id)}"
@@ -394,7 +393,8 @@ class Worker:
             while (plan.trace_dir / f"{stem}-{tries}.jsonl").exists():
                 tries += 1
             trace = plan.trace_dir / f"{stem}-{tries}.jsonl"
-        session = None
+        session: Session | None = None
+        board: _ItemBoard | None = None
         try:
             options = plan.options(trace)
             board = _ItemBoard(self._open(), plan.agent, lease=plan.lease, land=self._land)
@@ -410,23 +410,24 @@ class Worker:
             )
             prompt = ITEM_PROMPT.format(agent=plan.agent, item=item.id, text=item.text)
             outcome = session.turn(prompt)
-        except (SettingsError, GitError, integration.TeamError) as error:
-            self._refusal[item.id] = ("failed", str(error))
-            return None
-        except Exception as error:  # a model or tool failure ends this item, not the worker
-            self._refusal[item.id] = ("failed", f"{type(error).__name__}: {error}")
+        except Exception as error:  # a model, tool or setting failure ends the item here
+            known = isinstance(error, SettingsError | GitError | integration.TeamError)
+            said = str(error) if known else f"{type(error).__name__}: {error}"
+            self._refusal[item.id] = ("failed", said)
             return None
         finally:
             if session is not None:
                 self._count(session)
                 session.close()
+            elif board is not None:
+                board.close()
         if session.protected_changes:
             self._compromised = "the session changed protected paths: " + ", ".join(
                 change.describe(plan.workdir) for change in session.protected_changes
             )
         return outcome
 
-    def _count(self, session: Any) -> None:
+    def _count(self, session: Session) -> None:
         totals = session.totals
         config = session.options.config
         self._rounds += totals.rounds
@@ -545,6 +546,14 @@ class Worker:
             self._landed[item_id] = ("", None)
             return None
         target = plan.integrate or "the work directory's branch"
+        now = self._item(item_id)
+        if now is None or now.status != Status.IN_PROGRESS or now.owner != plan.agent:
+            # Its lease ran out (a stalled machine) and another agent may be doing it now:
+            # landing this work too would merge the item twice.
+            holder = now.owner if now is not None and now.owner else "nobody"
+            why = f"#{item_id} is no longer held by {plan.agent} (now: {holder})"
+            self._refusal[item_id] = ("unfinished", why)
+            return _refused(target, f"not landed: {why}")
         with _signals_held():
             problems: list[str] = []
             if self._protected is not None and (changes := self._protected.changes()):
