@@ -207,7 +207,7 @@ def catch_up(place: GitPlace, integration: str, keep_as: str) -> str | None:
     return kept
 
 
-def add_worktree(repo: Path, path: Path, branch: str, start: str) -> GitPlace:
+def add_worktree(repo: GitPlace | Path, path: Path, branch: str, start: str) -> GitPlace:
     """A worktree at ``path`` on ``branch``: the branch made at ``start`` unless it exists."""
     _git(repo, "worktree", "prune")
     if path.exists() and (path / ".git").exists():
@@ -225,7 +225,7 @@ def add_worktree(repo: Path, path: Path, branch: str, start: str) -> GitPlace:
     return found
 
 
-def remove_worktree(repo: Path, path: Path) -> str | None:
+def remove_worktree(repo: GitPlace | Path, path: Path) -> str | None:
     """Remove a committed worktree (its branch stays); else why it was left where it is.
 
     Its cleanliness is judged here, never by git's own check, which looks into nested
@@ -255,7 +255,7 @@ def _nested_repositories(top: Path) -> list[str]:
     return sorted(found)
 
 
-def merge_branch(workdir: Path, branch: str, message: str) -> tuple[str, ...]:
+def merge_branch(workdir: GitPlace | Path, branch: str, message: str) -> tuple[str, ...]:
     """Merge ``branch`` into the work directory's checkout; the files in conflict, or ()."""
     done = _git(workdir, "merge", "--no-edit", "-q", "-m", message, branch, check=False)
     if done.returncode == 0:

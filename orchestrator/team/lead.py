@@ -356,6 +356,12 @@ class _Run:
         self, plan: TeamPlan, team: _Team, workers: int, live: TeamBoardView | None
     ) -> None:
         self.plan, self.team, self.workers, self.live = plan, team, workers, live
+        # The work directory's work tree and git dir, read before any agent has run there:
+        # every later git command names both, so a rewritten ``.git`` file points nowhere new.
+        home = integration.place_of(plan.workdir)
+        if home is None:
+            raise TeamError(f"{plan.workdir}: git cannot read the repository there")
+        self.home = home
         self.children: list[_Child] = []
         self.places: list[tuple[str, GitPlace]] = []
         self.reports: list[AgentReport] = []
@@ -371,8 +377,8 @@ class _Run:
                 return self._result(refused=refused)
         else:
             self._say("team", f"resuming team {team.id} on {team.board}")
-        if integration.rev(plan.workdir, f"refs/heads/{team.integration}") is None:
-            run_git(plan.workdir, "branch", team.integration, "HEAD")
+        if integration.rev(self.home, f"refs/heads/{team.integration}") is None:
+            run_git(plan.workdir, "branch", team.integration, "HEAD", place=self.home)
         try:
             self._start_workers()
             self._join(None)
@@ -402,17 +408,17 @@ class _Run:
         if session.protected_changes:
             shown = ", ".join(c.describe(plan.workdir) for c in session.protected_changes)
             return report, f"the lead changed protected paths ({shown}); the team did not start"
-        if not integration.dirty(plan.workdir):
+        if not integration.dirty(self.home):
             return report, ""
-        before = integration.rev(plan.workdir, "HEAD")
+        before = integration.rev(self.home, "HEAD")
         assert before is not None
-        commit = integration.commit_all(plan.workdir, "lead: files changed while planning")
-        problems = integration.refusals(plan.workdir, before, commit or before)
+        commit = integration.commit_all(self.home, "lead: files changed while planning")
+        problems = integration.refusals(self.home, before, commit or before)
         if problems:
             # Not merged into the team's base: the commit is moved to a branch of its own.
             kept = f"team/{team.id}/kept/lead"
-            run_git(plan.workdir, "branch", "-f", kept, "HEAD")
-            run_git(plan.workdir, "reset", "-q", "--keep", before)
+            run_git(plan.workdir, "branch", "-f", kept, "HEAD", place=self.home)
+            run_git(plan.workdir, "reset", "-q", "--keep", before, place=self.home)
             why = "; ".join(problems)
             return report, f"the lead's changes were not merged ({why}); kept on {kept}"
         return report, ""
@@ -443,13 +449,13 @@ class _Run:
     # -- the workers --------------------------------------------------------------------------
 
     def _start_workers(self) -> None:
-        plan, team = self.plan, self.team
-        tip = integration.rev(plan.workdir, f"refs/heads/{team.integration}")
+        team = self.team
+        tip = integration.rev(self.home, f"refs/heads/{team.integration}")
         assert tip is not None
         for number in range(1, self.workers + 1):
             short = f"worker-{number}"
             branch = f"team/{team.id}/{short}"
-            place = integration.add_worktree(plan.workdir, team.folder / short, branch, tip)
+            place = integration.add_worktree(self.home, team.folder / short, branch, tip)
             self.places.append((branch, place))
             # A worktree a stopped team left with changes: committed before anyone works on.
             integration.commit_all(place, f"{team.agent(short)}: work left when the team stopped")
@@ -595,24 +601,24 @@ class _Run:
                 self._left.append(f"{place.work_tree}: {error}")
                 continue
             # Committed: the worktree can go (its branch stays; a resume adds it back).
-            why = integration.remove_worktree(self.plan.workdir, place.work_tree)
+            why = integration.remove_worktree(self.home, place.work_tree)
             if why is not None:
                 self._left.append(f"{place.work_tree}: {why}")
 
     # -- the end ------------------------------------------------------------------------------
 
     def _result(self, *, refused: str = "") -> TeamResult:
-        plan, team = self.plan, self.team
+        team = self.team
         for child in self.children:
             self.reports.append(_report_of(child))
         not_merged, kept = _not_merged(self.children)
         merged: tuple[str, ...] = ()
         conflicts: tuple[tuple[str, tuple[str, ...]], ...] = ()
-        tip = integration.rev(plan.workdir, f"refs/heads/{team.integration}")
-        head = integration.rev(plan.workdir, "HEAD")
+        tip = integration.rev(self.home, f"refs/heads/{team.integration}")
+        head = integration.rev(self.home, "HEAD")
         if self.stopped is None and not refused and tip is not None and tip != head:
             files = integration.merge_branch(
-                plan.workdir, team.integration, f"Merge the work of team {team.id}"
+                self.home, team.integration, f"Merge the work of team {team.id}"
             )
             if files:
                 conflicts = ((team.integration, files),)
