@@ -257,6 +257,27 @@ def test_ctrl_c_keeps_every_finished_item_and_a_resume_finishes_the_rest(
     assert "(board check: ok)" in again.stdout
 
 
+def test_a_second_ctrl_c_stops_the_wait_and_still_loses_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "repo"
+    args = ["team", "--scripted", "--workers", "2", "--pace", "0.3", "--lease", "3"]
+    team = Running([*args, "--workdir", str(work)], tmp_path)
+    team.wait_for(team.line_matching(r"✓ write_file notes/"))
+    team.process.send_signal(signal.SIGINT)
+    team.wait_for(team.line_matching(r"stopping \d+ workers"))
+    team.process.send_signal(signal.SIGINT)
+    assert team.finish() == 130, team.text
+    # Every file a worker wrote is on a branch, or still in a worktree the team kept.
+    written = set(re.findall(r"✓ write_file (notes/\S+)", team.text))
+    refs = run_git(work, "for-each-ref", "--format=%(refname)", "refs/heads/team")
+    saved = set().union(*(_files_at(work, ref) for ref in refs.stdout.split()))
+    kept = {
+        str(path.relative_to(tree))
+        for tree in (tmp_path / "state" / "team").glob("*/worker-*")
+        for path in tree.rglob("notes/*")
+    }
+    assert written and written <= saved | kept, (written, saved, kept)
+
+
 def test_a_killed_worker_s_item_is_finished_by_another_within_the_lease(
     tmp_path: Path,
 ) -> None:

@@ -27,8 +27,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext, suppress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
@@ -550,21 +550,25 @@ class _Run:
         """
         from orchestrator.tools.processes import kill_group
 
-        running = [child for child in self.children if child.process.poll() is None]
-        for child in running:
-            _signal(child.process.pid, stop)
-        if running:
-            self._say(
-                "team",
-                f"stopping {len(running)} workers: each commits its work and gives its item "
-                f"back (up to {GRACE:g} s; Ctrl-C again stops waiting)",
-            )
-        with suppress(KeyboardInterrupt):
+        try:
+            running = [child for child in self.children if child.process.poll() is None]
+            for child in running:
+                _signal(child.process.pid, stop)
+            if running:
+                self._say(
+                    "team",
+                    f"stopping {len(running)} workers: each commits its work and gives its "
+                    f"item back (up to {GRACE:g} s; Ctrl-C again stops waiting)",
+                )
             self._join(time.monotonic() + GRACE)
-        for child in self.children:
-            if child.process.poll() is None:
-                kill_group(child.process.pid)
-                child.process.wait()
+        except KeyboardInterrupt:
+            pass  # a second Ctrl-C: no more waiting
+        finally:
+            with _no_interrupts():
+                for child in self.children:
+                    if child.process.poll() is None:
+                        kill_group(child.process.pid)
+                        child.process.wait()
 
     def _join(self, deadline: float | None) -> None:
         for child in self.children:
@@ -584,14 +588,8 @@ class _Run:
         Ctrl-C is ignored meanwhile: a third one must not cut a commit short.
         """
         self._left: list[str] = []
-        if threading.current_thread() is not threading.main_thread():
-            self._commit_each()  # signals reach the main thread only: nothing to hold off
-            return
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
+        with _no_interrupts():
             self._commit_each()
-        finally:
-            signal.signal(signal.SIGINT, previous)
 
     def _commit_each(self) -> None:
         for branch, place in self.places:
@@ -650,6 +648,22 @@ class _Run:
         with _Prefixed.lock:
             self.plan.out.write("".join(f"{who:>9} │ {inert(line)}\n" for line in lines))
             self.plan.out.flush()
+
+
+@contextmanager
+def _no_interrupts() -> Iterator[None]:
+    """Ctrl-C ignored while the team saves work or stops its workers.
+
+    Neither may be cut short. Signals reach the main thread only: elsewhere nothing is held.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _event(line: str) -> dict[str, Any] | None:
