@@ -20,6 +20,7 @@ from orchestrator.context.window import window_from_refusal
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
+    CURRENT_CALL,
     CheckResult,
     ContextKeeper,
     ContextTooLong,
@@ -674,7 +675,11 @@ class Loop:
             result = ToolResult(verdict.message, is_error=True)
             text = result.text
         else:
-            result = self.tools.dispatch(name, arguments)
+            called = CURRENT_CALL.set(str(tool_id))
+            try:
+                result = self.tools.dispatch(name, arguments)
+            finally:
+                CURRENT_CALL.reset(called)
             text = result.text + self.guard.record(name, arguments, result.is_error)
         is_error = result.is_error
         seconds = result.duration_s
