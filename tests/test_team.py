@@ -249,11 +249,14 @@ def test_ctrl_c_keeps_every_finished_item_and_a_resume_finishes_the_rest(
     stopped = [e for e in entries if e["trigger"] == "pause"]
     assert len(stopped) >= 1, entries
     assert len(run_git(work, "worktree", "list").stdout.splitlines()) == 1
-    # A resume picks up the unfinished items and the branches, and finishes.
-    again = _cli(["team", "--resume", "--board", url, "--workdir", str(work)], tmp_path)
+    # The same command again on that board resumes the team (no new plan): it picks up the
+    # unfinished items and the branches, and finishes.
+    again = _cli(["team", "--scripted", "--board", url, "--workdir", str(work)], tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"resuming team {name[1]}" in again.stdout
     assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
+    adds = [e for e in _log(url, tmp_path) if e["trigger"] == "add"]
+    assert len(adds) == 5  # the plan was not written twice
     assert "(board check: ok)" in again.stdout
 
 
