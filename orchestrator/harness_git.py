@@ -16,6 +16,8 @@ through :func:`run_git`, which gives git no way to start a program the model cho
   settings, which outrank every file;
 - where the caller knows the work tree and its git dir, both are given outright, so a
   ``.git`` file or ``core.worktree`` the model rewrote cannot point the harness elsewhere;
+- ``refs/replace`` is ignored and the ``file://`` transport refused, so the model's refs cannot
+  show the harness other objects than are there, nor fetch from a path it chose;
 - the environment is an allow-list: no API key reaches git or anything it might start.
 """
 
@@ -50,6 +52,7 @@ _FIXED: tuple[tuple[str, str], ...] = (
     ("advice.addEmbeddedRepo", "false"),
     ("advice.detachedHead", "false"),
     ("core.quotePath", "false"),
+    ("protocol.file.allow", "never"),
 )
 #: Config keys (lower case, as ``git config --name-only`` prints them) that name a program.
 _PROGRAM_KEYS = re.compile(
@@ -93,6 +96,8 @@ def git_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
         GIT_EDITOR=":",
         GIT_SEQUENCE_EDITOR=":",
         GIT_OPTIONAL_LOCKS="0",
+        # ``refs/replace`` the model wrote would show the harness other content than is there.
+        GIT_NO_REPLACE_OBJECTS="1",
         GIT_AUTHOR_NAME=HARNESS_NAME,
         GIT_AUTHOR_EMAIL=HARNESS_EMAIL,
         GIT_COMMITTER_NAME=HARNESS_NAME,
