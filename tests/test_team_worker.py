@@ -6,6 +6,7 @@ import io
 import json
 import re
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -199,8 +200,8 @@ def test_two_workers_in_two_clones_share_one_postgresql_board(tmp_path: Path) ->
             for text, _ in texts:
                 change.add(text, agent="person")
         origin = _repository(tmp_path / "origin")
-        run_git(tmp_path, "clone", "-q", str(origin), "one")
-        run_git(tmp_path, "clone", "-q", str(origin), "two")
+        for name in ("one", "two"):  # the person's own git (the harness's refuses file://)
+            subprocess.run(["git", "clone", "-q", str(origin), name], cwd=tmp_path, check=True)
         workers = [
             Running(
                 ["work", url, "--agent", name, "--workdir", str(tmp_path / name), "--scripted"],
