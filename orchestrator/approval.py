@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import click
 
+from orchestrator.config import flag_label, given
 from orchestrator.guard import describe_arguments
 from orchestrator.inert import inert
 from orchestrator.protocols import Refusal
@@ -80,18 +81,22 @@ def asks_about(mode: str) -> frozenset[str]:
     return frozenset()
 
 
-def no_terminal_notice(mode: str, *, has_terminal: bool, mcp: bool = False) -> str | None:
+def no_terminal_notice(
+    mode: str, *, has_terminal: bool, mcp: bool = False, label: Callable[[str], str] = flag_label
+) -> str | None:
     """The one line a run prints at its start when it would ask but cannot.
 
-    ``mcp``: the run has MCP servers, whose tools are asked about as bash is.
+    ``mcp``: the run has MCP servers, whose tools are asked about as bash is. ``label`` names
+    the setting as the front end does (``--approval``, ``approval=``).
     """
     asked = asks_about(mode)
     if has_terminal or not asked:
         return None
     names = ", ".join([*sorted(asked), *(["MCP tools"] if mcp else [])])
     return (
-        f"orchestrator: no terminal to ask for approval (--approval {mode}): {names} will be "
-        "refused; pass --yes (or --approval auto) to allow them, --approval deny to refuse quietly"
+        f"orchestrator: no terminal to ask for approval ({given(label, 'approval', mode)}): "
+        f"{names} will be refused; pass {given(label, 'approval', 'auto')} to allow them, "
+        f"{given(label, 'approval', 'deny')} to refuse quietly"
     )
 
 
@@ -108,13 +113,29 @@ def _names(names: Iterable[str]) -> frozenset[str]:
     return frozenset(names)
 
 
+def rule_matches(rule: str, tool: str) -> bool:
+    """Whether an ``auto_approve`` rule covers ``tool``.
+
+    A rule is a tool's name; ``mcp__SERVER`` also covers every tool of that MCP server (Claude
+    Code's per-server rule), and so does ``mcp__SERVER__*``. No other wildcard exists (the
+    setting refuses one), so ``bash`` never covers more than bash.
+    """
+    if tool == rule:
+        return True
+    if not rule.startswith("mcp__"):
+        return False
+    prefix = rule.removesuffix("*") if rule.endswith("__*") else rule + "__"
+    return tool.startswith(prefix) and len(tool) > len(prefix)
+
+
 @attrs.define
 class ApprovalPolicy:
     """The approver of one session; ``refused`` lists every call it turned down."""
 
     mode: str = attrs.field(validator=attrs.validators.in_(APPROVAL_MODES))
     asker: Asker | None = None
-    #: Tools that run without asking (``auto_approve = ["mcp__docs__search"]``); deny still refuses.
+    #: Rules for tools that run without asking (``auto_approve = ["mcp__docs__search"]``,
+    #: ``"mcp__docs"``: :func:`rule_matches`); deny still refuses.
     auto_approve: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     refused: list[RefusedAction] = attrs.field(factory=list)
     _allowed_tools: set[str] = attrs.field(factory=set)
@@ -133,7 +154,7 @@ class ApprovalPolicy:
                 "run. Do not retry it; finish what you can without it and say in your answer "
                 "what is left undone.",
             )
-        if tool in self.auto_approve or self._allowed_for_session(tool, arguments):
+        if self._auto_approved(tool) or self._allowed_for_session(tool, arguments):
             return True
         return self._ask(tool, arguments, f"--approval {self.mode}")
 
@@ -170,6 +191,9 @@ class ApprovalPolicy:
             f"Error: the user declined to run {tool}{why}. Do not retry the same call; "
             "take their answer into account or ask them what they want.",
         )
+
+    def _auto_approved(self, tool: str) -> bool:
+        return any(rule_matches(rule, tool) for rule in self.auto_approve)
 
     def _refuse(
         self, tool: str, arguments: Mapping[str, Any], reason: str, message: str

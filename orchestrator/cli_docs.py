@@ -10,14 +10,35 @@ from __future__ import annotations
 
 import click
 
-from orchestrator.config import CONFIG_DIR_VARIABLE, CONFIG_FILE, SETTINGS, USER_CONFIG_FILE
+from orchestrator.config import (
+    CONFIG_DIR_VARIABLE,
+    CONFIG_FILE,
+    SETTINGS,
+    USER_CONFIG_FILE,
+    where_settable,
+)
 from orchestrator.sessions import STATE_DIR_VARIABLE
 
 EXIT_CODES = (
     (0, "done"),
-    (1, "the run failed (an API error that survived retries, --max-rounds, a replay mismatch)"),
-    (2, "usage or input error: a bad flag, file, setting or task; one line on stderr"),
-    (3, "done, but side-effecting calls were refused (see the closing lines or refused_actions)"),
+    (
+        1,
+        "the run failed (an API error that survived retries, --max-rounds, a done-check that "
+        "kept failing, a replay mismatch); `mcp list`, `doctor`: a server or check failed",
+    ),
+    (
+        2,
+        "usage or input error: a bad flag, file, setting, task or check command; one line on "
+        "stderr (and, with --output-format json or stream-json, one object on stdout: "
+        '`{"status": "error", "exit_code": 2, "reason": …}`)',
+    ),
+    (
+        3,
+        "done, but not everything it reports happened: side-effecting calls were refused "
+        "(`refused_actions`), the plan was left unfinished (`unfinished`), or a protected file "
+        "changed (a `protected.changed` event); the closing lines say which",
+    ),
+    (4, "`board claim`: nothing is claimable now (no ready item, or the one named is taken)"),
     (129, "hung up (SIGHUP): tools killed, trace closed"),
     (130, "interrupted (Ctrl-C): tools killed, trace closed"),
     (143, "terminated (SIGTERM): tools killed, trace closed"),
@@ -77,16 +98,19 @@ def _environment() -> list[str]:
         f"`{CONFIG_FILE}` in the work directory; the user file `{USER_CONFIG_FILE}` in the "
         f"per-user config directory (`~/.config/orchestrator/`, or `${CONFIG_DIR_VARIABLE}`); "
         "the default. `orchestrator config` shows the result. Secrets have no flag and are "
-        "never read from a file.",
+        "never read from a file; nor is `board` (a file must not choose a path for orchestrator "
+        "to overwrite), and `allow_write` only from your own file. A project file that widens a "
+        "setting needs the folder trusted (see the README's Configuration).",
         "",
-        "| setting | flag | environment | default |",
-        "| --- | --- | --- | --- |",
+        "| setting | flag | environment | files | default |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for setting in SETTINGS:
         flag = "(environment only)" if setting.secret else f"`{setting.flag}`"
         env = ", ".join(f"`{name}`" for name in setting.env)
         default = "" if setting.default is None else f"`{setting.default}`"
-        lines.append(f"| {setting.name} | {flag} | {env} | {default} |")
+        files = where_settable(setting.name)
+        lines.append(f"| {setting.name} | {flag} | {env} | {files} | {default} |")
     lines.extend(
         [
             "",

@@ -127,6 +127,18 @@ def _text(value: object) -> str:
     return value.strip()
 
 
+def _agent_name(value: object) -> str:
+    """A shared board's agent name: printable, not a person's (``person:…``)."""
+    from orchestrator.board.inputs import agent_problem
+
+    if agent_problem(value.strip() if isinstance(value, str) else value) is not None:
+        raise ValueError(
+            "a name of printable characters that does not start with person: "
+            "(such as alice or TEAM/worker-1)"
+        )
+    return str(value).strip()
+
+
 def _url(value: object) -> str:
     """An http(s) URL with a host: a typo here would otherwise be retried as a network error."""
     from urllib.parse import urlsplit
@@ -203,11 +215,19 @@ def _name_list(value: object) -> tuple[str, ...]:
     return names
 
 
+#: An ``auto_approve`` rule: a tool's name (``mcp__SERVER`` also stands for every tool of that
+#: MCP server, as in Claude Code), or ``mcp__SERVER__*``. approval.py reads what they match.
+TOOL_RULE = re.compile(r"[A-Za-z0-9_-]{1,128}|mcp__[A-Za-z0-9_-]{1,120}__\*")
+
+
 def _tool_list(value: object) -> tuple[str, ...]:
     names = _list_of(value, ",", "tool names")
     for name in names:
-        if not re.fullmatch(r"[A-Za-z0-9_-]{1,128}", name):
-            raise ValueError(f"tool names (letters, digits, _ and -), and {name!r} is not one")
+        if not TOOL_RULE.fullmatch(name):
+            raise ValueError(
+                "tool names (letters, digits, _ and -), mcp__SERVER or mcp__SERVER__*, "
+                f"and {name!r} is not one"
+            )
     return names
 
 
@@ -242,7 +262,56 @@ class _Setting:
     @property
     def flag(self) -> str:
         """The command-line flag: ``max_rounds`` → ``--max-rounds``."""
-        return "--" + self.name.replace("_", "-")
+        return flag_label(self.name)
+
+
+def flag_label(name: str) -> str:
+    """How the CLI names a setting or option in a message: ``max_rounds`` → ``--max-rounds``.
+
+    Messages built below the front ends take a ``label`` like this one, so the Python API can
+    say ``max_rounds=`` instead (see :func:`given`).
+    """
+    return "--" + name.replace("_", "-")
+
+
+def given(label: Callable[[str], str], name: str, value: object) -> str:
+    """A setting as a person gives it: ``--max-cost 2`` on the CLI, ``max_cost=2`` in Python.
+
+    A ``label`` that ends in ``=`` is Python's; ``True`` is then ``trust=True``, on the CLI the
+    bare flag ``--trust``.
+    """
+    named, python = label(name), label(name).endswith("=")
+    if isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = repr(value) if python and isinstance(value, str | bool) else str(value)
+    if python:
+        return named + shown
+    return named if value is True else f"{named} {shown}"
+
+
+_FLAG = re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+
+
+def relabel(text: str, label: Callable[[str], str]) -> str:
+    """``text`` with each CLI flag (``--max-rounds``) named as ``label`` names it.
+
+    For messages made by parts that know only the CLI's words (the sandbox's refusal); a
+    ``--word`` that is no setting or option of the front ends is left as it is.
+    """
+    if label is flag_label:
+        return text
+    known = {setting.name for setting in SETTINGS} | {"workdir", "trace"}
+    # Flags that take no value: what they say is "= True".
+    switches = {setting.name for setting in SETTINGS if setting.default is False} | {"trust"}
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1).replace("-", "_")
+        if name in switches:
+            return given(label, name, True)
+        return label(name) if name in known else match.group(0)
+
+    return _FLAG.sub(one, text)
 
 
 #: Every setting, its parser, default and environment variables, in the order shown.
@@ -439,16 +508,18 @@ SETTINGS: tuple[_Setting, ...] = (
     _Setting(
         "mcp_timeout",
         _positive_float,
-        60.0,
+        30.0,
         ("ORCHESTRATOR_MCP_TIMEOUT",),
-        help="Seconds an MCP server may take to answer one call (to start: at least 10).",
+        help="Seconds an MCP server may take to start (in a run at least 10) and to answer "
+        "one call; Claude Code's default.",
     ),
     _Setting(
         "auto_approve",
         _tool_list,
         (),
         ("ORCHESTRATOR_AUTO_APPROVE",),
-        help="Tools that run without asking, e.g. mcp__docs__search (comma-separated).",
+        help="Tools that run without asking: a name (mcp__docs__search), every tool of an MCP "
+        "server (mcp__docs or mcp__docs__*); comma-separated.",
         metavar="TOOL",
     ),
     _Setting(
@@ -514,7 +585,7 @@ SETTINGS: tuple[_Setting, ...] = (
     # issue 23
     _Setting(
         "agent",
-        _text,
+        _agent_name,
         None,
         ("ORCHESTRATOR_AGENT",),
         help="This agent's name on a shared board (--board sqlite:///… or postgresql://…) "
@@ -563,6 +634,17 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
 )
 _BY_NAME = {setting.name: setting for setting in SETTINGS}
+
+
+def where_settable(name: str) -> str:
+    """Which files may set a setting, in a few words (for docs/cli.md's table)."""
+    if name in _NOT_IN_FILE:
+        return "no file"
+    if name == "allow_write":
+        return "your own file only"
+    return "both files"
+
+
 #: Settings a config file may not hold, and why: a key in a file checked into a repo is a
 #: leak, and a repo must not choose a path outside it for orchestrator to overwrite.
 _NOT_IN_FILE: Mapping[str, str] = {
@@ -611,12 +693,16 @@ def widens(name: str, value: object, baseline: object = _NO_VALUE) -> bool:
 class UntrustedConfig(ConfigError):
     """A project file in an untrusted folder sets something only a trusted one may."""
 
-    def __init__(self, path: Path, names: list[str]) -> None:
+    def __init__(
+        self, path: Path, names: list[str], label: Callable[[str], str] = flag_label
+    ) -> None:
         self.path, self.names = path, names
+        how = given(label, "trust", True)
+        if label is flag_label:
+            how += " (or answer yes when asked on a terminal, or run `orchestrator trust`)"
         super().__init__(
             f"{path}: {', '.join(names)} may only be set by a trusted folder's file; trust "
-            f"{path.parent} with --trust (or answer yes when asked on a terminal), or remove "
-            f"{'them' if len(names) > 1 else 'it'}"
+            f"{path.parent} with {how}, or remove {'them' if len(names) > 1 else 'it'}"
         )
 
 
@@ -720,7 +806,7 @@ def load_config(
     if invalid:  # the first, in the table's order: one line names it
         raise ConfigError(str(invalid[0]))
     if untrusted and not trusted:
-        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted)
+        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted, label or flag_label)
     return config
 
 
@@ -742,7 +828,7 @@ def inspect_config(
     """
     config, invalid, untrusted = _resolve(workdir, flags, env, user_file=user_file, label=label)
     if untrusted and not trusted:
-        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted)
+        raise UntrustedConfig(workdir / CONFIG_FILE, untrusted, label or flag_label)
     return config, invalid
 
 

@@ -14,6 +14,7 @@ it, and the other guards the harness relies on (per-call control groups, child s
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import tempfile
 from collections.abc import Callable, Collection, Sequence
@@ -43,6 +44,10 @@ _KERNEL_SETTINGS = (
 MODEL_CHECK_SECONDS = 4.5
 #: Where the SDK goes when ``ANTHROPIC_BASE_URL`` is not set.
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+#: How doctor, which takes no ``--trust``, says to trust the folder.
+UNTRUSTED_HINT = (
+    "record it with `orchestrator trust --workdir {workdir}`, or a run asks on a terminal"
+)
 #: Which check's line a setting that does not parse is reported on (others: ``settings``).
 _CHECK_OF = {"api_key": "key", "auth_token": "key", "base_url": "base URL", "model": "model"}
 
@@ -251,7 +256,6 @@ def _sandbox_checks(workdir: Path, config: Config, say: Callable[[str], None]) -
 
 def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]) -> bool:
     """Start each configured MCP server once; whether every one that may start did."""
-    from orchestrator.cli.mcp import status_lines, status_ok
     from orchestrator.config import user_config_path
     from orchestrator.tools.mcp import check_servers
     from orchestrator.tools.mcp_config import McpConfigError, load_servers
@@ -265,12 +269,11 @@ def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]
         return False
     if not servers:
         return True
-    statuses = check_servers(
-        servers, workdir.resolve(), trusted=trusted, timeout=config.mcp_timeout
-    )
+    statuses = check_servers(servers, trusted=trusted, timeout=config.mcp_timeout)
+    hint = UNTRUSTED_HINT.format(workdir=shlex.quote(str(workdir)))
     for status in statuses:
-        say("mcp server " + "\n".join(status_lines(status)))
-    return all(status_ok(s) or s.state == "not_trusted" for s in statuses)
+        say("mcp server " + "\n".join(status.lines(untrusted_hint=hint)))
+    return all(s.ok or s.state == "not_trusted" for s in statuses)
 
 
 def _protected(workdir: Path, config: Config) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 from transitions import EventData, Machine
 
-from orchestrator.context.window import window_from_refusal
+from orchestrator.config import flag_label
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
@@ -280,6 +280,8 @@ class RunState:
     done_check_failures: int = 0
     #: The done-check run for this turn's end: None when none ran (none set, or not yet due).
     check: CheckResult | None = None
+    #: How the front end names a setting in a reason (``--max-rounds``, ``max_rounds=``).
+    label: Callable[[str], str] = flag_label
 
     # Guards named in LOOP_TRANSITIONS; side-effect free.
     def has_tool_calls(self, event: EventData) -> bool:
@@ -344,12 +346,14 @@ class RunState:
 
     def on_enter_failed(self, event: EventData) -> None:
         if event.event.name == "advance":
-            self.reason = f"stopped after {self.round} rounds (--max-rounds); raise it to go on"
+            self.reason = (
+                f"stopped after {self.round} rounds ({self.label('max_rounds')}); raise it to go on"
+            )
         elif event.event.name == "finish" and self.check is not None:
             self.reason = (
                 f"the done-check `{self.check.command}` still failed (exit "
                 f"{self.check.exit_code}) after {self.done_check_failures + 1} attempt(s) "
-                "(--done-check-retries)"
+                f"({self.label('done_check_retries')})"
             )
 
     def remind_unfinished(self, event: EventData) -> None:
@@ -371,10 +375,13 @@ class RunState:
     def report_done_check(self, event: EventData) -> None:
         assert self.check is not None
         self.done_check_failures += 1
+        # It runs once, then once more after each failure the model may fix: retries + 1 in all.
+        attempts = self.settings.done_check_retries + 1
+        last = "; the next failure ends the run" if self.done_check_failures + 1 == attempts else ""
         self.add_message(
             f"The done-check `{self.check.command}` failed with exit code "
             f"{self.check.exit_code}, so the run cannot end yet (attempt "
-            f"{self.done_check_failures} of {self.settings.done_check_retries}). Fix the cause "
+            f"{self.done_check_failures} of {attempts}{last}). Fix the cause "
             f"and end your turn again.\nOutput (tail):\n{output_tail(self.check.output)}"
         )
 
@@ -419,6 +426,7 @@ class Loop:
         budget: Callable[[], str | None] | None = None,
         stop_check: Callable[[int], CheckResult | None] | None = None,
         before_compact: Callable[[], object] | None = None,
+        label: Callable[[str], str] = flag_label,
         setup: JSONObject | None = None,
     ) -> None:
         self.model, self.tools, self.plan, self.log = model, tools, plan, log
@@ -436,6 +444,8 @@ class Loop:
         self.context = context
         self.guard = guard if guard is not None else RepeatGuard()
         self.on_text = on_text
+        #: Names settings in the reasons a run ends with (the CLI's flags, the API's keywords).
+        self.label = label
         self.conversation = conversation if conversation is not None else Conversation()
         self._machine = LoopMachine()
         plan.subscribe(self._log_plan_record)
@@ -458,6 +468,7 @@ class Loop:
             rounds_since_update=rounds_since_update,
             seen_revision=self.plan.revision,
             add_message=self.conversation.add_user_text,
+            label=self.label,
         )
         self._machine.add_model(run)
         self.log.info(
@@ -534,7 +545,10 @@ class Loop:
         try:
             run.turn = self.model.respond(request, self.on_text)
         except ContextTooLong as error:
-            self._overflow(run, str(error), window_from_refusal(str(error)))
+            # The context keeper reads the service's wording: the loop knows only the protocol.
+            context = self.context
+            taught = None if context is None else context.window_from_refusal(str(error))
+            self._overflow(run, str(error), taught)
             return
         except ModelError as error:
             run.reason = str(error)
@@ -565,7 +579,9 @@ class Loop:
         run.overflowed = False
         self.conversation.add_assistant(turn.content)
         if trigger == "fail":
-            run.reason = _stop_reason_message(turn.stop_reason, self.settings.max_tokens)
+            run.reason = _stop_reason_message(
+                turn.stop_reason, self.settings.max_tokens, self.label
+            )
         if trigger == "finish" or not self._machine.fire(run, trigger):
             self._done_check(run)
             self._machine.fire(run, "finish")
@@ -621,7 +637,7 @@ class Loop:
             return
         run.reason = (
             f"the request is still too long for the model's context window after compacting "
-            f"({why}); lower --context-window or start a fresh run with the plan"
+            f"({why}); lower {self.label('context_window')} or start a fresh run with the plan"
             if run.overflowed
             else f"the request is too long for the model's context window ({why})"
         )
@@ -709,9 +725,12 @@ class Loop:
         self.log.info(record.event, **record.fields())
 
 
-def _stop_reason_message(stop_reason: str, max_tokens: int) -> str:
+def _stop_reason_message(stop_reason: str, max_tokens: int, label: Callable[[str], str]) -> str:
     if stop_reason == "max_tokens":
-        return f"the model hit max_tokens ({max_tokens}) mid-answer; raise --max-tokens and resume"
+        return (
+            f"the model hit max_tokens ({max_tokens}) mid-answer; raise {label('max_tokens')} "
+            "and resume"
+        )
     if stop_reason == "refusal":
         return "the model refused to continue (stop_reason=refusal)"
     return f"the model stopped with an unknown stop_reason {stop_reason!r}"

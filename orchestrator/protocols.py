@@ -255,6 +255,10 @@ class ContextKeeper(Protocol):
         """Believe a smaller window (a refusal named the real limit); whether it changed."""
         ...
 
+    def window_from_refusal(self, message: str) -> int | None:
+        """The window a "prompt is too long" refusal names, or None when it names none."""
+        ...
+
     @property
     def managing(self) -> bool:
         """False when told to send the history whole (``--compaction off``)."""
@@ -340,6 +344,12 @@ class BoardStore(Protocol):
         ...
 
     def complete(self, item_id: str, *, agent: str) -> Any: ...
+
+    def record_check(
+        self, item_id: str, *, agent: str, command: str, exit_code: int, duration_s: float
+    ) -> Any:
+        """Log one run of an item's check (its completion's guard reads the passing run)."""
+        ...
 
     def release(self, item_id: str, *, agent: str) -> Any: ...
 

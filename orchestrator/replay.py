@@ -13,6 +13,7 @@ trace back into the conversation and plan of its run, for ``resume`` and replay 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,32 @@ class Replay:
         # The conversation as the run had it, so the context tiers are re-derived, not read.
         self._follower: ConversationFollower | None = ConversationFollower(_board_from)
         self._follower.on_record = self._collector.plan_record
+        #: What :meth:`check` went through: lines read, runs, and each compared event by name.
+        self.lines_read = 0
+        self.runs = 0
+        self.compared: Counter[str] = Counter()
+
+    def summary(self) -> str:
+        """One line saying what a passing :meth:`check` went through, for ``replay --check``."""
+
+        def count(number: int, what: str) -> str:
+            return f"{number} {what}{'' if number == 1 else 's'}"
+
+        machines = [
+            count(self.compared["loop.transition"], "loop transition"),
+            count(self.compared["plan.transition"], "plan transition"),
+            count(self.compared["audit.reminder"], "reminder"),
+        ]
+        others = sum(self.compared.values()) - sum(
+            self.compared[name] for name in ("loop.transition", "plan.transition", "audit.reminder")
+        )
+        if others:
+            machines.append(count(others, "other recorded outcome"))
+        listed = f"{', '.join(machines[:-1])} and {machines[-1]}"
+        return (
+            f"{count(self.lines_read, 'event')} of {count(self.runs, 'run')} re-driven "
+            f"through fresh machines: {listed} came out the same"
+        )
 
     def check(self) -> Divergence | None:
         """Replay every line; return the first divergence, or None when the trace holds."""
@@ -154,11 +181,14 @@ class Replay:
 
     def _feed(self, line: TraceLine) -> Divergence | None:
         name = line.name
+        self.lines_read += 1
+        self.runs += name == "run.started"
         if name in _COMPARED:
             problem = _legality_problem(line)
             if problem is not None:
                 return problem
             self._recorded.append(line)
+            self.compared[name] += 1
             if name == "plan.check":
                 self._checks.append(line)
         if self._follower is not None:

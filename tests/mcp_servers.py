@@ -3,8 +3,8 @@
 ``python tests/mcp_servers.py stdio`` serves on stdin/stdout; ``http PORT`` serves streamable
 HTTP on loopback; ``liar`` is a hand-written stdio server that answers the handshake properly
 and every call with something that is not an MCP result (``garbage``: not JSON; ``misshapen``:
-JSON of the wrong shape). Each call is appended to the file ``$MCP_CALLS`` names, so a test
-sees what the server really got.
+JSON of the wrong shape); ``silent`` starts and never answers, as a hung server does. Each
+call is appended to the file ``$MCP_CALLS`` names, so a test sees what the server really got.
 """
 
 from __future__ import annotations
@@ -98,6 +98,9 @@ def _liar(kind: str) -> None:
 
 def main(argv: list[str]) -> None:
     mode = argv[0] if argv else "stdio"
+    if mode == "silent":
+        time.sleep(3600)
+        return
     if mode in ("garbage", "misshapen"):
         _liar(mode)
         return

@@ -267,10 +267,21 @@ def test_a_consumer_module_type_checks_under_mypy_strict(tmp_path: Path) -> None
         '    result: RunResult = agent.run("Add 2 and 3.")\n'
         "    cost: float | None = result.cost_usd\n"
         "    return f'{result.status} {result.answer} {result.rounds} {len(result.plan)} {cost}'\n"
+        "\n\n"
+        "def events(event: Mapping[str, Any]) -> None:\n"
+        "    print(event['event'])\n\n\n"
+        "def ended() -> Literal['done', 'failed', 'interrupted']:\n"
+        '    return Agent(on_event=events).run("x").status\n'
+    )
+    consumer.write_text(
+        "from collections.abc import Mapping\nfrom typing import Any, Literal\n\n"
+        + consumer.read_text()
     )
     broken = tmp_path / "broken.py"
     broken.write_text(
-        'from orchestrator import Agent\n\ndef main() -> int:\n    return Agent().run("x").answer\n'
+        "from orchestrator import Agent\n\n"
+        'def main() -> int:\n    return Agent().run("x").answer\n\n'
+        'def finished() -> bool:\n    return Agent().run("x").status == "finished"\n'
     )
     checked = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(consumer)],
@@ -290,3 +301,263 @@ def test_a_consumer_module_type_checks_under_mypy_strict(tmp_path: Path) -> None
         cwd=tmp_path,
     )
     assert wrong.returncode == 1 and "Incompatible return value" in wrong.stdout
+    # The status is a Literal: a status that cannot happen is a type error, not a silent False.
+    assert "Non-overlapping equality check" in wrong.stdout
+
+
+# --- @tool: what the API would refuse is refused at decoration --------------------------------
+
+
+def test_a_name_the_api_refuses_raises_at_decoration_naming_the_function() -> None:
+    from orchestrator.tools.python import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match=r"<lambda> at .*test_agent\.py:\d+: '<lambda>'"):
+        tool(lambda text: text)
+    with pytest.raises(ToolDefinitionError, match=r"<locals>\.spaced: 'has space' is not"):
+
+        @tool(name="has space")
+        def spaced(text: str) -> str:
+            """Echo."""
+            return text
+
+    with pytest.raises(ToolDefinitionError, match="is not a tool name"):
+        tool(name="x" * 129)(add.function)
+    # The same check guards a plain function given to Agent: it fails at Agent(), not round 1.
+    with pytest.raises(ToolDefinitionError, match="<lambda>"):
+        Agent(tools=[lambda text: text])
+    assert tool(name="a-b_9" + "x" * 123)(add.function).name.startswith("a-b_9")
+
+
+def test_every_tool_schema_is_an_object_and_star_args_is_refused() -> None:
+    from orchestrator.tools.python import ToolDefinitionError
+
+    with pytest.raises(ToolDefinitionError, match=r"\*values cannot be a tool's input.*list"):
+
+        @tool
+        def total(*values: int) -> int:
+            """Add them up."""
+            return sum(values)
+
+    with pytest.raises(ToolDefinitionError, match="positional-only"):
+
+        @tool
+        def first(a: int, /, b: int) -> int:
+            """The first."""
+            return a
+
+    @tool
+    def tagged(name: str, **labels: str) -> str:
+        """Name with labels."""
+        return name
+
+    @tool
+    def nothing() -> str:
+        """No input at all."""
+        return "ok"
+
+    for made in (add, tagged, nothing):
+        assert made.schema["input_schema"]["type"] == "object", made.schema
+
+
+def test_missing_type_hints_or_docstring_warn_where_the_tool_is_made() -> None:
+    from orchestrator.tools.python import ToolDefinitionWarning
+
+    with pytest.warns(ToolDefinitionWarning) as caught:
+
+        @tool
+        def untyped(a, b: int) -> int:  # type: ignore[no-untyped-def]
+            """Half typed."""
+            return b
+
+        @tool(description="Given here instead.")
+        def undocumented(a: int) -> int:
+            return a
+
+        @tool(name="bare")
+        def bare(a: int) -> int:
+            return a
+
+    messages = [str(warning.message) for warning in caught]
+    assert len(messages) == 2, messages
+    assert ".untyped: no type hint for a;" in messages[0]
+    assert "no docstring" in messages[1] and "bare" in messages[1]
+    # Each points at the line that made the tool, not at orchestrator's own code.
+    assert {Path(warning.filename).name for warning in caught} == {"test_agent.py"}
+    assert untyped(1, 2) == 2 and undocumented.schema["description"] == "Given here instead."
+
+
+# --- the API is silent, speaks in keywords, and refuses what it would silently leave out ------
+
+
+def _user_mcp_server(config_dir: Path, name: str, command: str, *args: str, **env: str) -> None:
+    config_dir.mkdir(parents=True, exist_ok=True)
+    lines = [f"[mcp_servers.{name}]", f"command = {json.dumps(command)}"]
+    lines.append(f"args = {json.dumps(list(args))}")
+    if env:
+        lines.append(
+            "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"
+        )
+    with (config_dir / "config.toml").open("a", encoding="utf-8") as file:
+        file.write("\n".join(lines) + "\n")
+
+
+_EMBEDDED = """
+import json, sys
+from orchestrator import Agent
+from orchestrator.script import parse_script
+from orchestrator.testing import MessagesServer
+import os
+
+turns = [
+    {"tool_calls": [{"name": "bash", "input": {"command": "echo hi > x"}}]},
+    {"tool_calls": [{"name": "bash", "input": {"command": "echo again"}}]},
+]
+with MessagesServer(parse_script({"name": "quiet", "turns": turns}, source="test")) as server:
+    os.environ["ANTHROPIC_BASE_URL"] = server.base_url
+    result = Agent(workdir=sys.argv[1], max_rounds=2, sandbox="workdir").run("Write x.")
+print(json.dumps({"status": result.status, "reason": result.reason, "code": result.exit_code}))
+"""
+
+
+def _embedded_environment(tmp_path: Path) -> dict[str, str]:
+    env = {
+        name: value
+        for name, value in __import__("os").environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+    }
+    env.update(
+        ANTHROPIC_API_KEY="test-key-api",
+        ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"),
+        ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"),
+    )
+    return env
+
+
+def test_an_embedded_run_prints_nothing_however_it_goes(endpoint: Path, tmp_path: Path) -> None:
+    # An approval refusal (no terminal to ask), an MCP server that cannot start, the sandbox
+    # chosen, and a run that fails (its rounds spent): a CLI run prints a line for each. A
+    # program of its own, so nothing of pytest's (its log handlers) stands between them and
+    # stderr.
+    _user_mcp_server(tmp_path / "config", "broken", "/no/such/server")
+    done = subprocess.run(
+        [sys.executable, "-c", _EMBEDDED, str(endpoint)],
+        env=_embedded_environment(tmp_path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "failed" and "max_rounds=" in result["reason"]
+    assert not (endpoint / "x").exists()
+
+
+def test_the_person_s_lines_go_to_the_logger_in_the_api_s_words(
+    endpoint: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _user_mcp_server(tmp_path / "config", "broken", "/no/such/server")
+    turns: list[Mapping[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo hi > x"}}]},
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo again"}}]},
+    ]
+    server = _server(turns, monkeypatch)
+    try:
+        with caplog.at_level("WARNING", logger="orchestrator"):
+            result = Agent(workdir=endpoint, max_rounds=2).run("Write x.")
+    finally:
+        server.__exit__(None, None, None)
+    assert result.status == "failed" and result.exit_code == 1
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "mcp server broken did not start" in logged
+    assert "no terminal to ask for approval (approval='ask')" in logged
+    assert "run failed: stopped after 2 rounds (max_rounds=)" in logged
+    assert "--" not in logged
+
+
+def test_console_shows_the_run_on_the_stream_it_is_given(
+    endpoint: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    shown = io.StringIO()
+    server = _server([{"text": "Hello."}], monkeypatch)
+    try:
+        Agent(workdir=endpoint, console=shown).run("Say hello.")
+    finally:
+        server.__exit__(None, None, None)
+    assert "Hello." in shown.getvalue() and "run done" in shown.getvalue()
+    assert capfd.readouterr().err == ""
+
+
+def test_errors_name_settings_as_keywords_not_flags(endpoint: Path) -> None:
+    with pytest.raises(SettingsError) as raised:
+        Agent(workdir=endpoint, model="no-price-known", max_cost=1).run("x")
+    assert "max_cost=1: the price of no-price-known is unknown" in str(raised.value)
+    assert "price_per_mtok=" in str(raised.value) and "--" not in str(raised.value)
+    with pytest.raises(SettingsError) as raised:
+        Agent(workdir=endpoint, thinking=4096, max_tokens=2048).run("x")
+    assert "must be below max_tokens=" in str(raised.value) and "--" not in str(raised.value)
+    (endpoint / "orchestrator.toml").write_text('base_url = "http://127.0.0.1:9"\n')
+    with pytest.raises(SettingsError) as raised:
+        Agent(workdir=endpoint).run("x")
+    assert "with trust=True" in str(raised.value) and "--" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("file", "text"),
+    [
+        (".mcp.json", '{"mcpServers": {"notes": {"command": "/no/such/server"}}}'),
+        ("orchestrator.toml", '[[hooks.UserPromptSubmit]]\ncommand = "true"\n'),
+    ],
+)
+def test_an_untrusted_folder_with_hooks_or_mcp_servers_needs_trust_said(
+    endpoint: Path, monkeypatch: pytest.MonkeyPatch, file: str, text: str
+) -> None:
+    (endpoint / file).write_text(text)
+    with pytest.raises(SettingsError) as raised:
+        Agent(workdir=endpoint, approval="auto").run("Say hello.")
+    assert file in str(raised.value)
+    assert "pass trust=True to run them, or trust=False to run without them" in str(raised.value)
+    # Said either way, the run goes on: without the project's hooks and servers, or with them.
+    for trust in (False, True):
+        seen: list[Mapping[str, Any]] = []
+        server = _server([{"text": "Hello."}], monkeypatch)
+        try:
+            result = Agent(
+                workdir=endpoint, approval="auto", trust=trust, on_event=seen.append
+            ).run("Say hello.")
+        finally:
+            server.__exit__(None, None, None)
+        assert result.status == "done"
+        mcp = [event.get("status") for event in seen if event["event"] == "mcp.server"]
+        if file == ".mcp.json":
+            assert mcp == (["failed"] if trust else ["not_trusted"])
+
+
+def test_a_resume_keeps_the_model_settings_but_never_the_approval(
+    endpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    turns: list[Mapping[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo one > one.txt"}}]},
+        {"text": "One written."},
+        {"tool_calls": [{"name": "bash", "input": {"command": "echo two > two.txt"}}]},
+        {"text": "Two not written."},
+    ]
+    server = _server(turns, monkeypatch)
+    try:
+        first = Agent(model="claude-kept", workdir=endpoint, approval="auto", max_tokens=1234).run(
+            "Write one."
+        )
+        assert first.trace is not None
+        more = Agent.resume(first.trace, "Write two.")
+    finally:
+        server.__exit__(None, None, None)
+    assert (endpoint / "one.txt").exists() and not (endpoint / "two.txt").exists()
+    assert more.exit_code == 3  # asked, with no one to ask: refused
+    resumed = server.requests[2]
+    assert (resumed["model"], resumed["max_tokens"]) == ("claude-kept", 1234)

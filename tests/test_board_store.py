@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -18,10 +19,19 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from orchestrator.board.check import check_log
-from orchestrator.board.store import BoardError, LogEntry, NothingClaimable, SqlBoardStore
-from orchestrator.board.stores import BoardUrlError, open_store
+from orchestrator.board.inputs import person
+from orchestrator.board.store import (
+    BoardContents,
+    BoardError,
+    LogEntry,
+    NothingClaimable,
+    SqlBoardStore,
+    item_teams,
+)
+from orchestrator.board.stores import BoardUrlError, open_store, parse_url, sqlite_url
 from orchestrator.plan import Status
 from tests.postgres import NoPostgres, fresh_database, start_cluster
+from tests.test_board_cli import board
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -273,7 +283,8 @@ def test_check_compares_the_log_with_the_store(board_url: str) -> None:
 class Interleaved(RuleBasedStateMachine):
     """Agents' operations in any order: a refused one changes nothing; the log always checks."""
 
-    agents = st.sampled_from(["alice", "bob", "carol"])
+    agents = st.sampled_from(["alice", "bob", "TEAM/carol"])
+    people = st.sampled_from(["person:ann"])
 
     @initialize()
     def open(self) -> None:
@@ -284,15 +295,61 @@ class Interleaved(RuleBasedStateMachine):
         self.store: SqlBoardStore = open_store(str(self.folder / "b.db"), clock=self.clock)
 
     def _attempt(self, action: Callable[[], object]) -> None:
-        before = self.store.snapshot()
+        before = self.store.contents()
         try:
             action()
         except BoardError:
-            assert self.store.snapshot() == before
+            assert self.store.contents() == before
 
-    @rule(text=st.text(min_size=1, max_size=5), blockers=st.lists(st.integers(1, 6), max_size=2))
-    def add(self, text: str, blockers: list[int]) -> None:
-        self._attempt(lambda: self.store.add(text, blocked_by=[str(b) for b in blockers]))
+    @rule(
+        text=st.text(min_size=1, max_size=5),
+        blockers=st.lists(st.integers(1, 6), max_size=2),
+        check=st.none() | st.sampled_from(["make test", "make\nlint", ""]),
+        adder=st.none() | agents | people,
+    )
+    def add(self, text: str, blockers: list[int], check: str | None, adder: str | None) -> None:
+        self._attempt(
+            lambda: self.store.add(
+                text, blocked_by=[str(b) for b in blockers], check=check, agent=adder
+            )
+        )
+
+    @rule(
+        item=st.integers(1, 6),
+        text=st.none() | st.text(min_size=0, max_size=5),
+        blockers=st.none() | st.lists(st.integers(1, 6), max_size=2),
+        check=st.none() | st.sampled_from(["make test", "make ship", ""]),
+    )
+    def edit(
+        self, item: int, text: str | None, blockers: list[int] | None, check: str | None
+    ) -> None:
+        waits = None if blockers is None else [str(b) for b in blockers]
+        self._attempt(
+            lambda: self.store.edit(
+                str(item), agent="person:ann", text=text, blocked_by=waits, check=check
+            )
+        )
+
+    @rule(actor=agents | people, item=st.integers(1, 6))
+    def cancel(self, actor: str, item: int) -> None:
+        self._attempt(lambda: self.store.cancel(str(item), agent=actor))
+
+    @rule(actor=agents | people, item=st.integers(1, 6))
+    def force_release(self, actor: str, item: int) -> None:
+        self._attempt(lambda: self.store.release(str(item), agent=actor, force=True))
+
+    @rule(
+        agent=agents,
+        item=st.integers(1, 6),
+        command=st.sampled_from(["make test", "make ship"]),
+        code=st.sampled_from([0, 1]),
+    )
+    def run_check(self, agent: str, item: int, command: str, code: int) -> None:
+        self._attempt(
+            lambda: self.store.record_check(
+                str(item), agent=agent, command=command, exit_code=code, duration_s=0.1
+            )
+        )
 
     @rule(agent=agents, item=st.none() | st.integers(1, 6))
     def claim(self, agent: str, item: int | None) -> None:
@@ -300,9 +357,9 @@ class Interleaved(RuleBasedStateMachine):
             lambda: self.store.claim(agent, lease=10, item_id=None if item is None else str(item))
         )
 
-    @rule(agent=agents, item=st.integers(1, 6))
-    def complete(self, agent: str, item: int) -> None:
-        self._attempt(lambda: self.store.complete(str(item), agent=agent))
+    @rule(agent=agents, item=st.integers(1, 6), skip=st.booleans())
+    def complete(self, agent: str, item: int, skip: bool) -> None:
+        self._attempt(lambda: self.store.complete(str(item), agent=agent, skip_check=skip))
 
     @rule(agent=agents, item=st.integers(1, 6))
     def release(self, agent: str, item: int) -> None:
@@ -315,8 +372,9 @@ class Interleaved(RuleBasedStateMachine):
     @invariant()
     def the_log_checks(self) -> None:
         if hasattr(self, "store"):
-            items, entries = self.store.snapshot()
-            assert check_log(entries, items) is None
+            contents = self.store.contents()
+            items = contents.items
+            assert check_log(contents.log, items, checks=contents.checks) is None
             owners = Counter(i.owner for i in items if i.status == Status.IN_PROGRESS)
             assert all(count == 1 for count in owners.values())
 
@@ -400,36 +458,184 @@ def test_many_claimers_some_killed_complete_every_item_exactly_once(board_url: s
 
 
 def test_the_board_command_line(board_url: str) -> None:
-    def board(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "orchestrator", "board", *args],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
-
-    assert board("add", board_url, "Write tests").stdout.strip() == "1"
-    assert board("add", board_url, "Ship", "--blocked-by", "1").stdout.strip() == "2"
+    assert board("add", board_url, "Write tests").out == "1\n"
+    assert board("add", board_url, "Ship", "--blocked-by", "1").out == "2\n"
     wrong = board("add", board_url, "x", "--blocked-by", "9")
-    assert (wrong.returncode, wrong.stderr.count("\n")) == (2, 1)
-    assert "Traceback" not in wrong.stderr
+    assert wrong.one_line_error
     claimed = board("claim", board_url, "--agent", "alice", "--json")
-    assert json.loads(claimed.stdout)["owner"] == "alice"
+    assert json.loads(claimed.out)["owner"] == "alice"
     nothing = board("claim", board_url, "--agent", "bob", "--json")
-    assert nothing.returncode == 4
-    assert json.loads(nothing.stdout) == {"claimed": None, "reason": "waiting on blockers"}
+    assert nothing.code == 4
+    assert json.loads(nothing.out) == {"claimed": None, "reason": "waiting on blockers"}
     refused = board("complete", board_url, "1", "--agent", "bob")
-    assert refused.returncode == 2 and "held by alice" in refused.stderr
-    assert board("complete", board_url, "1", "--agent", "alice").returncode == 0
-    shown = json.loads(board("show", board_url, "--json").stdout)
+    assert refused.one_line_error and "held by alice" in refused.err
+    assert board("complete", board_url, "1", "--agent", "alice").code == 0
+    shown = json.loads(board("show", board_url, "--json").out)
     assert [(i["id"], i["status"], i["owner"]) for i in shown["items"]] == [
         ("1", "completed", "alice"),
         ("2", "pending", None),
     ]
-    lines = [json.loads(line) for line in board("log", board_url).stdout.splitlines()]
+    lines = [json.loads(line) for line in board("log", board_url).out.splitlines()]
     assert [line["trigger"] for line in lines] == ["add", "add", "start", "complete"]
     checked = board("check", board_url, "--json")
-    assert checked.returncode == 0 and json.loads(checked.stdout)["ok"] is True
+    assert checked.code == 0 and json.loads(checked.out)["ok"] is True
     missing = board("show", "nowhere.json")
-    assert missing.returncode == 2 and "not a board store" in missing.stderr
+    assert missing.one_line_error and "not a board store" in missing.err
+
+
+# --- several boards in one database, and what is not a board ----------------------------------
+
+
+def _named(url: str, name: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}board={name}"
+
+
+def test_boards_in_one_database_do_not_see_each_other(board_url: str) -> None:
+    red, blue = _named(board_url, "red"), _named(board_url, "blue")
+    assert board("add", red, "Red one").out == "1\n"
+    assert board("add", blue, "Blue one").out == "1\n"
+    assert board("add", blue, "Blue two").out == "2\n"
+    assert board("claim", red, "--agent", "RED/worker-1").code == 0
+    with open_store(red) as store:
+        assert store.board == "red"
+        assert [(i.id, i.text, i.owner) for i in store.items()] == [
+            ("1", "Red one", "RED/worker-1")
+        ]
+        assert [e.agent for e in store.log()] == [person(), "RED/worker-1"]
+    with open_store(blue) as store:
+        assert [(i.text, i.status.value) for i in store.items()] == [
+            ("Blue one", "pending"),
+            ("Blue two", "pending"),
+        ]
+    # The default board is a board of its own; a name not there is named, never made.
+    missing = board("show", board_url)
+    assert missing.one_line_error and "no default board here (boards here: blue, red" in missing.err
+    unknown = board("show", _named(board_url, "green"))
+    assert unknown.one_line_error and "(board green): no such board here" in unknown.err
+    assert board("check", red).code == 0 and board("check", blue).code == 0
+
+
+def test_a_database_with_other_tables_is_refused_and_left_alone(board_url: str) -> None:
+    if board_url.startswith("sqlite"):
+        with sqlite3.connect(parse_url(board_url).dialect.path) as connection:
+            connection.execute("CREATE TABLE orders (id INTEGER)")
+        connection.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(parse_url(board_url).dialect.url, autocommit=True) as server:
+            server.execute("CREATE TABLE orders (id INTEGER)")
+    for url in (board_url, _named(board_url, "red")):
+        done = board("add", url, "x")
+        assert done.one_line_error, done
+        assert "not a board database (it holds other tables: orders)" in done.err
+        with pytest.raises(BoardUrlError, match="not a board database"):
+            open_store(url)
+
+
+def test_items_belong_to_the_team_that_added_or_started_them(board_url: str) -> None:
+    with open_store(board_url) as store:
+        store.add("planned by team a", agent="A/lead")
+        store.add("added by a person")
+        store.add("added by a person, worked by team b")
+        store.add("done by team a", agent="A/lead")
+        store.claim("B/worker-1", item_id="3")
+        store.claim("A/worker-1", item_id="4")
+        store.complete("4", agent="A/worker-1")
+        assert store.teams() == {"A": ("1",), "B": ("3",)}
+        assert item_teams(store.log()) == {"1": "A", "3": "B", "4": "A"}
+
+
+def test_a_checked_item_completes_after_a_passing_run_since_its_last_start(
+    board_url: str,
+) -> None:
+    with open_store(board_url) as store:
+        store.add("Test it", check="make test", agent="person:ann")
+        store.add("Lint it", check="make lint", agent="bot")
+        store.claim("alice", item_id="1")
+        with pytest.raises(BoardError, match="no passing run of it is logged"):
+            store.complete("1", agent="alice")
+        store.record_check("1", agent="alice", command="make lint", exit_code=0, duration_s=1)
+        with pytest.raises(BoardError, match="no passing run"):  # another command's run
+            store.complete("1", agent="alice")
+        store.record_check("1", agent="alice", command="make test", exit_code=0, duration_s=1)
+        assert store.complete("1", agent="alice").status == Status.COMPLETED
+        # An agent may cancel an item whose check an agent set; a person's, only a person.
+        store.claim("alice", item_id="2")
+        assert store.cancel("2", agent="alice").status == Status.CANCELLED
+        store.add("Ship it", check="make ship")  # no actor named: a person's check
+        with pytest.raises(BoardError, match="only a person may cancel it"):
+            store.cancel("3", agent="alice")
+        store.claim("bob", item_id="3")
+        with pytest.raises(BoardError, match="held by bob"):
+            store.release("3", agent="alice")
+        freed = store.release("3", agent="TEAM/lead", force=True)
+        assert (freed.status, freed.owner) == (Status.PENDING, None)
+        assert store.cancel("3", agent="person:ann").status == Status.CANCELLED
+        contents = store.contents()
+    assert check_log(contents.log, contents.items, checks=contents.checks) is None
+    forced = [e for e in contents.log if e.trigger == "pause"]
+    assert [(e.agent, e.flag) for e in forced] == [("TEAM/lead", "force")]
+    assert store_checks(contents) == {"1": "make test", "2": "make lint", "3": "make ship"}
+
+
+def store_checks(contents: BoardContents) -> dict[str, str]:
+    return dict(contents.checks)
+
+
+def test_a_store_made_before_schema_2_opens_upgraded_and_reads_as_it_did(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    _schema_one_store(path)
+    url = sqlite_url(path)
+    with open_store(url, create=False) as store:
+        assert [(i.id, i.status.value, i.owner) for i in store.items()] == [
+            ("1", "completed", "alice"),
+            ("2", "in_progress", "bob"),
+        ]
+        assert store.checks() == {"2": "make test"}
+        assert store.check_setters() == {"2": None}  # not said: taken as a person's
+        contents = store.contents()
+        assert check_log(contents.log, contents.items, checks=contents.checks) is None
+        with pytest.raises(BoardError, match="only a person may cancel it"):
+            store.cancel("2", agent="bob")
+        store.record_check("2", agent="bob", command="make test", exit_code=0, duration_s=3)
+        store.complete("2", agent="bob")
+        added = store.add("New", check="make new", agent="person:ann")
+        contents = store.contents()
+    assert check_log(contents.log, contents.items, checks=contents.checks) is None
+    assert [e.seq for e in contents.log] == list(range(1, 9))
+    assert contents.log[-1].check == "make new" and added.id == "3"
+    done = board("check", url)
+    assert done.code == 0, done.err
+
+
+def _schema_one_store(path: Path) -> None:
+    """A board as the previous version made it: its tables, counters and log lines."""
+    statements = (
+        "CREATE TABLE board_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+        "CREATE TABLE board_items (id TEXT PRIMARY KEY, position BIGINT NOT NULL, text TEXT "
+        "NOT NULL, status TEXT NOT NULL, owner TEXT, lease_until DOUBLE PRECISION, blocked_by "
+        "TEXT NOT NULL)",
+        "CREATE TABLE board_log (seq BIGINT PRIMARY KEY, ts TEXT NOT NULL, agent TEXT, item TEXT "
+        "NOT NULL, src TEXT, dst TEXT NOT NULL, trigger TEXT NOT NULL, text TEXT, blocked_by TEXT)",
+        "CREATE INDEX board_items_status ON board_items (status, owner)",
+        "CREATE TABLE board_checks (item TEXT PRIMARY KEY, command TEXT NOT NULL)",
+        "INSERT INTO board_meta VALUES ('lock', 0), ('next_id', 3), ('next_seq', 6), "
+        "('next_position', 3)",
+        "INSERT INTO board_items VALUES ('1', 1, 'Write it', 'completed', 'alice', NULL, '[]'), "
+        "('2', 2, 'Test it', 'in_progress', 'bob', 9e15, '[\"1\"]')",
+        "INSERT INTO board_checks VALUES ('2', 'make test')",
+        "INSERT INTO board_log VALUES "
+        "(1, 't', NULL, '1', NULL, 'pending', 'add', 'Write it', '[]'), "
+        "(2, 't', NULL, '2', NULL, 'pending', 'add', 'Test it', '[\"1\"]'), "
+        "(3, 't', 'alice', '1', 'pending', 'in_progress', 'start', NULL, NULL), "
+        "(4, 't', 'alice', '1', 'in_progress', 'completed', 'complete', NULL, NULL), "
+        "(5, 't', 'bob', '2', 'pending', 'in_progress', 'start', NULL, NULL)",
+    )
+    with sqlite3.connect(path) as connection:
+        connection.execute("PRAGMA journal_mode=WAL")
+        for statement in statements:
+            connection.execute(statement)
+    connection.close()

@@ -221,9 +221,14 @@ def test_doctor_never_sends_the_key_to_an_untrusted_project_files_base_url(
     (workdir / "orchestrator.toml").write_text(
         f'base_url = "{server.base_url}"\n', encoding="utf-8"
     )
+    (workdir / ".mcp.json").write_text('{"mcpServers": {"notes": {"command": "/no/such"}}}')
     done = _doctor(tmp_path, ANTHROPIC_API_KEY=API_KEY)
     assert done.returncode == 1
     assert "base_url may only be set by a trusted folder's file" in done.stderr
+    # doctor takes no --trust: it names the command that does, for the file and the servers.
+    said = done.stdout + done.stderr
+    assert "pass --trust" not in said and "with --trust" not in said
+    assert said.count(f"`orchestrator trust --workdir {workdir}`") == 2
     assert _line(done.stdout, "base URL: ").endswith(
         ": the folder is not trusted, so a run refuses it"
     )

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
 
@@ -134,3 +136,96 @@ def test_replay_catches_a_forged_done_check(tmp_path: Path) -> None:
     )
     assert replayed.returncode == 1
     assert "diverged" in replayed.stderr
+
+
+# --- counted right, and a check that cannot run is the person's to hear ------------------------
+
+
+def _run_here(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    turns: Sequence[Mapping[str, Any]],
+    *flags: str,
+) -> tuple[int, str, Path, MessagesServer]:
+    """``orchestrator run`` in this process, as the console script runs it."""
+    from orchestrator.cli import main
+
+    workdir = tmp_path / "work"
+    workdir.mkdir(exist_ok=True)
+    trace = tmp_path / f"t{len(list(tmp_path.glob('t*.jsonl')))}.jsonl"
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "ORCHESTRATOR_")) and name != "ORCHESTRATOR_TEST_HOME":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("ORCHESTRATOR_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("NO_COLOR", "1")
+    script = parse_script({"name": "done", "turns": list(turns)}, source="test")
+    capsys.readouterr()
+    with MessagesServer(script) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        command = ["run", "Do it", "--workdir", str(workdir), "--trace", str(trace), "--yes"]
+        with pytest.raises(SystemExit) as exited:
+            main([*command, *flags])
+    code = exited.value.code
+    assert isinstance(code, int)
+    return code, capsys.readouterr().err, trace, server
+
+
+def test_the_done_check_counts_its_attempts_as_retries_plus_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    turns = [{"text": f"Done {n}."} for n in range(5)]
+    flags = ("--done-check", "exit 5", "--done-check-retries", "2")
+    code, err, trace, server = _run_here(tmp_path, monkeypatch, capsys, turns, *flags)
+    assert code == 1
+    # Two failures the model may fix, each said with the count; the third ends the run.
+    told = [json.dumps(request["messages"][-1]) for request in server.requests[1:]]
+    assert len(told) == 2
+    assert "(attempt 1 of 3)" in told[0]
+    assert "(attempt 2 of 3; the next failure ends the run)" in told[1]
+    checks = _events(trace, "loop.done_check")
+    assert [check["attempt"] for check in checks] == [1, 2, 3]  # and no fourth
+    assert "still failed (exit 5) after 3 attempt(s) (--done-check-retries)" in err
+    assert server.served == 3
+
+
+@pytest.mark.parametrize("setting", ["--done-check", "--completion-check"])
+def test_a_check_whose_program_does_not_exist_is_exit_2_before_any_request(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    setting: str,
+) -> None:
+    turns = [{"text": "Done."}]
+    code, err, trace, server = _run_here(
+        tmp_path, monkeypatch, capsys, turns, setting, "RUN=1 pytset -q"
+    )
+    assert code == 2
+    assert err.count("\n") == 1, err
+    assert f"{setting} `RUN=1 pytset -q`: `pytset`: command not found" in err
+    assert server.requests == [] and not trace.exists()
+    # A builtin, a keyword or a program on PATH is no such mistake.
+    code, err, _trace, _server = _run_here(
+        tmp_path, monkeypatch, capsys, turns, setting, "cd . && [ -d . ] && true"
+    )
+    assert code == 0, err
+
+
+def test_a_check_bash_cannot_run_is_told_to_the_person_as_a_broken_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "check.sh").write_text("#!/bin/sh\nexit 0\n")
+    (work / "check.sh").chmod(0o755)
+    turns: list[Mapping[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "rm check.sh"}}]},
+        {"text": "Done."},
+    ]
+    flags = ("--done-check", "./check.sh", "--done-check-retries", "0")
+    code, err, _trace, _server = _run_here(tmp_path, monkeypatch, capsys, turns, *flags)
+    assert code == 1
+    (line,) = [line for line in err.splitlines() if "broken command" in line]
+    assert line.startswith("orchestrator: ! the check `./check.sh` is a broken command")
+    assert "(exit 127, command not found: " in line

@@ -151,9 +151,10 @@ def test_without_a_key_and_without_scripted_it_says_what_to_do(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     code, _out, err = _exit(["eval", "--out", "o"], capsys)
     assert code == 2
-    assert "ANTHROPIC_API_KEY is not set" in err and "--scripted" in err
+    assert "ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) is not set" in err and "--scripted" in err
     assert not (tmp_path / "o").exists()
 
 
@@ -212,7 +213,9 @@ check = "test -f notes.txt"
 
 
 def _api_eval(
-    tmp_path: Path, turns: list[dict[str, object]], *args: str
+    tmp_path: Path,
+    turns: list[dict[str, object]],
+    *args: str,
 ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, object]]]:
     (tmp_path / "suite.toml").write_text(SUITE, encoding="utf-8")
     script = parse_script({"name": "eval-cli", "turns": turns}, source="test")
@@ -252,6 +255,28 @@ def test_with_a_key_the_runs_go_through_the_sdk_to_the_endpoint(tmp_path: Path) 
     assert [(row["repeat"], row["success"]) for row in rows] == [(0, True), (1, False)]
     assert rows[1]["check_exit"] != 0  # the second run wrote nothing
     assert all(row["model"] == "claude-eval-test" for row in rows)
+
+
+def test_a_bearer_token_serves_as_it_does_for_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "suite.toml").write_text(SUITE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "ORCHESTRATOR_")) and name != "ORCHESTRATOR_TEST_HOME":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "test-token-eval")
+    monkeypatch.setenv("ORCHESTRATOR_MAX_RETRIES", "0")
+    script = parse_script({"name": "bearer", "turns": [{"text": "Nothing to do."}]}, source="t")
+    with MessagesServer(script) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        code, _out, err = _exit(
+            ["eval", "suite.toml", "--out", "out", "--arms", "no-board", "--repeat", "1"], capsys
+        )
+        headers = server.request_headers
+    assert code == 0, err
+    assert [h["authorization"] for h in headers] == ["Bearer test-token-eval"]
+    assert "x-api-key" not in headers[0]
 
 
 def test_an_endpoint_that_keeps_failing_stops_the_eval_and_records_nothing(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -551,3 +552,179 @@ def test_text_is_passed_on_and_other_content_is_summarised_in_one_line_each() ->
     assert failed.is_error and failed.text == "Error: mcp__s__t reported an error: no"
     structured = types.CallToolResult(content=[], structured_content={"n": 1})
     assert _rendered(structured, "mcp__s__t").text == '{"n": 1}'
+
+
+# --- in this process: mcp list's timeout, server-wide approval, where servers start -------------
+
+
+def _user_servers(tmp_path: Path, servers: Mapping[str, Mapping[str, Any]]) -> None:
+    """The user's own config.toml naming ``servers`` (no trust needed for these)."""
+    folder = tmp_path / "config"
+    folder.mkdir(exist_ok=True)
+    tables = []
+    for name, entry in servers.items():
+        lines = [f"[mcp_servers.{name}]"]
+        for key, value in entry.items():
+            if isinstance(value, Mapping):
+                pairs = ", ".join(f"{k} = {json.dumps(v)}" for k, v in value.items())
+                lines.append(f"{key} = {{ {pairs} }}")
+            else:
+                lines.append(f"{key} = {json.dumps(value)}")
+        tables.append("\n".join(lines))
+    (folder / "config.toml").write_text("\n\n".join(tables) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """This process's environment as _environment() gives a child; the work directory."""
+    for name in list(os.environ):
+        if name.startswith(("ANTHROPIC_", "ORCHESTRATOR_")) and name != "ORCHESTRATOR_TEST_HOME":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("ORCHESTRATOR_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("ORCHESTRATOR_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-1234")
+    monkeypatch.setenv("NO_COLOR", "1")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    return workdir
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from orchestrator.cli import main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    out, err = capsys.readouterr()
+    assert isinstance(exited.value.code, int)
+    return exited.value.code, out, err
+
+
+def test_mcp_list_waits_as_long_as_mcp_timeout_says_and_30_s_by_default(
+    here: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator.config import load_config
+    from orchestrator.tools.mcp import DEFAULT_TIMEOUT
+
+    _user_servers(
+        tmp_path,
+        {
+            "hung": {"command": sys.executable, "args": [str(SERVERS), "silent", str(tmp_path)]},
+            "notes": _stdio(tmp_path),
+        },
+    )
+    code, out, err = _main(capsys, "mcp", "list", "--workdir", str(here), "--mcp-timeout", "1.5")
+    assert code == 1, err
+    assert "hung: " in out and "did not start: no answer within 1.5 s (--mcp-timeout)" in out
+    assert "started, 6 tools" in out  # the other server is listed all the same
+    assert _survivors(tmp_path) == []
+    # Claude Code's default, as a setting and in the client.
+    assert load_config(here, env={}, user_file=False).mcp_timeout == DEFAULT_TIMEOUT == 30
+    code, _out, err = _main(capsys, "mcp", "list", "--workdir", str(here), "--mcp-timeout", "0")
+    assert code == 2 and "--mcp-timeout" in err
+
+
+@pytest.mark.parametrize(
+    ("rule", "runs"),
+    [("mcp__notes", True), ("mcp__notes__*", True), ("mcp__note", False), ("bash", False)],
+)
+def test_auto_approve_takes_a_whole_server_as_claude_code_writes_it(
+    here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str, runs: bool
+) -> None:
+    from orchestrator import Agent
+
+    _user_servers(tmp_path, {"notes": _stdio(tmp_path)})
+    turns = [
+        _call("mcp__notes__note", {"text": "auto"}),
+        {"text": "ok", "expect": _ok("noted") if runs else _error("no one to approve it")},
+    ]
+    script = parse_script({"name": "rules", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        result = Agent(workdir=here, auto_approve=[rule]).run("Note it.")
+    assert server.violations == []
+    assert result.status == "done" and result.exit_code == (0 if runs else 3)
+    assert ("note auto" in _calls(tmp_path)) is runs
+
+
+@pytest.mark.parametrize("rule", ["*", "mcp__*", "mcp__notes*", "bash*"])
+def test_any_other_wildcard_is_refused_in_one_line(
+    here: Path, capsys: pytest.CaptureFixture[str], rule: str
+) -> None:
+    code, _out, err = _main(capsys, "run", "x", "--workdir", str(here), "--auto-approve", rule)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "mcp__SERVER or mcp__SERVER__*" in err and repr(rule) in err
+
+
+def _planted(workdir: Path, tmp_path: Path) -> dict[str, Path]:
+    """What a hostile model leaves for the next run: a mytool.py and a node_modules/.bin/tool."""
+    markers = {"python": tmp_path / "planted-python-ran", "npx": tmp_path / "planted-npx-ran"}
+    (workdir / "mytool.py").write_text(
+        f"open({str(markers['python'])!r}, 'w').write('imported')\n", encoding="utf-8"
+    )
+    binary = workdir / "node_modules" / ".bin" / "orchestrator-planted-tool"
+    binary.parent.mkdir(parents=True)
+    binary.write_text(f"#!/bin/sh\necho ran > {markers['npx']}\n", encoding="utf-8")
+    binary.chmod(0o755)
+    (workdir / "package.json").write_text('{"name": "planted"}\n', encoding="utf-8")
+    return markers
+
+
+def _user_tools(tmp_path: Path, **extra: str) -> dict[str, Any]:
+    """``python3 -m mytool`` (the user's real one, on PYTHONPATH) and ``npx -y TOOL``."""
+    legit = tmp_path / "legit"
+    legit.mkdir(exist_ok=True)
+    (legit / "mytool.py").write_text(
+        "import runpy, sys\n"
+        f"sys.argv = [{str(SERVERS)!r}, 'stdio', {str(tmp_path)!r}]\n"
+        f"runpy.run_path({str(SERVERS)!r}, run_name='__main__')\n",
+        encoding="utf-8",
+    )
+    calls = str(tmp_path / "calls-stdio.log")
+    servers: dict[str, Any] = {
+        "mytool": {
+            "command": sys.executable,
+            "args": ["-m", "mytool"],
+            "env": {"PYTHONPATH": str(legit), "MCP_CALLS": calls},
+            **extra,
+        }
+    }
+    if shutil.which("npx") is not None:
+        servers["tool"] = {
+            "command": "npx",
+            "args": ["-y", "orchestrator-planted-tool"],
+            "env": {"npm_config_offline": "true"},  # never the registry: only what is local
+            **extra,
+        }
+    return servers
+
+
+def test_a_user_s_server_never_runs_what_the_model_planted_in_the_work_directory(
+    here: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from orchestrator import Agent
+
+    markers = _planted(here, tmp_path)
+    servers = _user_tools(tmp_path)
+    _user_servers(tmp_path, servers)
+    turns = [_call("mcp__mytool__note", {"text": "real"}), {"text": "ok", "expect": _ok("noted")}]
+    seen: list[Mapping[str, Any]] = []
+    script = parse_script({"name": "planted", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        result = Agent(workdir=here, approval="auto", on_event=seen.append).run("Note it.")
+    assert server.violations == [] and result.status == "done"
+    # The user's own mytool served the call; the planted ones never ran.
+    assert _calls(tmp_path) == ["started stdio", "note real"]
+    assert [marker for marker in markers.values() if marker.exists()] == []
+    started = {e["server"]: e["status"] for e in seen if e["event"] == "mcp.server"}
+    assert started["mytool"] == "started"
+    if "tool" in servers:
+        assert started["tool"] == "failed"  # not found where it starts, and not fetched
+    # The control: a config that does say "start in the work directory" gets what is there,
+    # so the planted files above were ones a server would have run.
+    _user_servers(tmp_path, _user_tools(tmp_path, cwd=str(here)))
+    _main(capsys, "mcp", "list", "--workdir", str(here))
+    assert markers["python"].exists()
+    assert markers["npx"].exists() or "tool" not in servers
+    assert _survivors(tmp_path) == []

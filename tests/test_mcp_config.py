@@ -75,7 +75,8 @@ def test_the_nearest_file_wins_a_shared_name_and_the_user_s_file_is_not_the_proj
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
-        ("[mcp_servers.a]\ncommand = 'x'\ncwd = '/'\n", "unknown key 'cwd'"),
+        ("[mcp_servers.a]\ncommand = 'x'\ntimeout = 5\n", "unknown key 'timeout'"),
+        ("[mcp_servers.a]\ncommand = 'x'\ncwd = 3\n", "cwd must be a non-empty string"),
         ("mcp_servers = 3\n", "expected tables [mcp_servers.NAME]"),
         ("[mcp_servers.a]\ntype = 'http'\nurl = 'ftp://x'\n", "url must be an http(s) URL"),
         ("[mcp_servers.a]\ncommand = 'x'\nargs = 'y'\n", "args must be a list of strings"),
@@ -110,6 +111,34 @@ def test_variables_are_read_with_defaults_and_a_missing_one_is_named() -> None:
     assert (resolved.command, resolved.args) == ("run", ("--token=t0k",))
     assert dict(resolved.env) == {"KEY": "t0k", "MODE": "fast"} and not resolved.missing
     assert resolve(server, {}).missing == "TOKEN"
+
+
+def test_a_server_starts_in_its_file_s_folder_or_its_cwd_never_the_caller_s(
+    tmp_path: Path,
+) -> None:
+    user_folder, project = tmp_path / "config", tmp_path / "work"
+    user_folder.mkdir()
+    project.mkdir()
+    user = user_folder / "config.toml"
+    user.write_text(
+        "[mcp_servers.mine]\ncommand = 'python3'\n"
+        "[mcp_servers.here]\ncommand = 'x'\ncwd = 'tools'\n"
+        "[mcp_servers.there]\ncommand = 'x'\ncwd = '${WHERE:-/srv}/bin'\n",
+        encoding="utf-8",
+    )
+    _write_json(project, {"theirs": {"command": "node", "cwd": "/opt"}, "plain": {"command": "y"}})
+    servers = {server.name: server for server in load_servers(project, user)}
+    cwd = {name: resolve(server, {"WHERE": "/usr"}).cwd for name, server in servers.items()}
+    assert cwd == {
+        "mine": str(user_folder.resolve()),
+        "here": str(user_folder.resolve() / "tools"),
+        "there": "/usr/bin",
+        "theirs": "/opt",
+        "plain": str(project.resolve()),  # the project's own file lives in the work directory
+    }
+    assert servers["here"].describe() == "x (in tools)"
+    # A server made in code, with no file, starts in the home folder.
+    assert resolve(McpServerConfig("s", "f", False, "stdio", command="x")).cwd == str(Path.home())
 
 
 def test_tool_names_keep_to_the_api_s_characters_and_length() -> None:

@@ -93,7 +93,10 @@ def test_each_agent_s_trace_is_found_by_the_board_it_names(board: str, tmp_path:
 
 def test_one_board_has_many_names() -> None:
     assert same_board("team/board.db", f"sqlite:///{Path('team/board.db').resolve()}")
-    assert same_board("sqlite:////a/b.db", "sqlite:///a/b.db")  # read as open_store reads them
+    # Read as open_store reads them (SQLAlchemy's rules): three slashes relative, four absolute.
+    assert same_board("sqlite:////a/b.db", "/a/b.db")
+    assert same_board("sqlite:///a/b.db", "a/b.db")
+    assert same_board("sqlite:////a/b.db", "sqlite:///a/b.db") is False
     assert same_board("sqlite:///a/b.db", "sqlite:///a/c.db") is False
     assert same_board("postgresql://h/db", "postgresql://h/db")
 

@@ -100,15 +100,27 @@ def _demo_sample_in(scratch: Path) -> str:
         ],
         check=True,
         cwd=ROOT,
-        capture_output=True,
+        # What a person sees: the header and notices on stderr among the run's lines.
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         timeout=120,
         env={**env, "NO_COLOR": "1"},
     )
-    text = done.stdout.replace(str(workdir), SAMPLE_WORKDIR)
+    text = _as_on_a_bwrap_host(done.stdout).replace(str(workdir), SAMPLE_WORKDIR)
     text = text.replace(f"{shlex.quote(sys.executable)} -m orchestrator", "orchestrator")
     lines = text.rstrip("\n").splitlines()
     return "\n".join([*lines[:SAMPLE_HEAD], "…", *lines[-SAMPLE_TAIL:]]) + "\n"
+
+
+def _as_on_a_bwrap_host(text: str) -> str:
+    """The output as a host where bubblewrap works prints it (the sample's host)."""
+    lines = [
+        line.replace(" · sandbox workdir · ", " · sandbox bwrap · ")
+        for line in text.splitlines(keepends=True)
+        if not line.startswith("orchestrator: warning: bwrap unavailable")
+    ]
+    return "".join(lines)
 
 
 def _timings_blurred(text: str) -> str:

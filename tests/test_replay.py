@@ -124,6 +124,12 @@ def _orchestrator(*args: str | Path) -> int:
     return code
 
 
+def _checked(done: tuple[int, str, str]) -> bool:
+    """``replay --check`` passed: exit 0, its one line saying what it checked, nothing on stderr."""
+    code, out, err = done
+    return code == 0 and err == "" and out.startswith("replay --check: ") and out.count("\n") == 1
+
+
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
     """Run the CLI in this process; return the exit code, stdout and stderr."""
@@ -222,7 +228,17 @@ def test_replay_check_passes_on_a_run_through_the_sdk(recording: Recording) -> N
         text=True,
         timeout=60,
     )
-    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    assert (done.returncode, done.stderr) == (0, "")
+    # One line saying what was checked, with the counts of the trace itself.
+    events = _events(recording.trace)
+    names = [event["event"] for event in events]
+    assert done.stdout == (
+        f"replay --check: {len(events)} events of 1 run re-driven through fresh machines: "
+        f"{names.count('loop.transition')} loop transitions, "
+        f"{names.count('plan.transition')} plan transitions, 1 reminder and "
+        f"{sum(names.count(n) for n in ('plan.updated', 'plan.rejected', 'guard.blocked'))} "
+        "other recorded outcomes came out the same\n"
+    )
 
 
 def test_the_timeline_table_is_printed_without_check(
@@ -395,7 +411,7 @@ def test_the_cut_tail_is_a_warning_on_stderr(
     assert "warning" in err
     assert "cut off" in err
     assert "timeline" in out
-    assert cli("replay", "--check", cut) == (0, "", "")
+    assert _checked(cli("replay", "--check", cut))
 
 
 def test_unknown_event_types_are_skipped_and_counted(
@@ -410,7 +426,7 @@ def test_unknown_event_types_are_skipped_and_counted(
     parsed = read_trace(trace)
     assert parsed.unknown_events == 2
     assert Replay(parsed).check() is None
-    assert cli("replay", "--check", trace) == (0, "", "")
+    assert _checked(cli("replay", "--check", trace))
     code, out, err = cli("replay", "--json", trace)
     assert code == 0
     assert "skipped 2 events of unknown types" in err
@@ -518,7 +534,7 @@ def test_replay_model_reruns_offline_and_reports_a_differing_result(
     assert [e["content"] for e in rerun if e["event"] == "model.response"] == [
         e["content"] for e in _events(recording.trace) if e["event"] == "model.response"
     ]
-    assert cli("replay", "--check", trace) == (0, "", "")
+    assert _checked(cli("replay", "--check", trace))
 
 
 def test_replay_model_says_nothing_when_every_result_matches(
@@ -629,7 +645,7 @@ def test_resume_continues_a_failed_run_in_the_same_trace(
     assert resumed["task"] is None
     assert resumed["first_round"] == 4
     assert (work / "count.txt").read_text() == "first\nsecond\n"  # nothing of part one ran again
-    assert cli("replay", "--check", trace) == (0, "", "")
+    assert _checked(cli("replay", "--check", trace))
     assert [(item.id, item.status) for item in rebuild(read_trace(trace)).board.items] == [
         ("1", "completed"),
         ("2", "completed"),

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.board.check import check_log
 from orchestrator.board.stores import open_store
 from orchestrator.harness_git import run_git
 from orchestrator.team import integration
@@ -74,7 +75,8 @@ def test_a_scripted_worker_commits_each_item_on_its_own_and_ends_when_none_is_le
     ("args", "said"),
     [
         (["--lease", "inf"], "--lease inf: expected"),
-        (["--agent", ""], "--agent '': a name is printable"),
+        (["--agent", ""], "--agent: an agent's name is empty"),
+        (["--agent", "person:me"], "marks a person"),
         (["--integrate", "nowhere"], "--integrate nowhere: no such branch"),
         (["--pace", "-1"], "--pace"),
     ],
@@ -175,8 +177,13 @@ def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
     assert outcomes[0][0] == "conflict" and "notes/same.md" in outcomes[0][1], outcomes
     assert outcomes[1][0] == "completed", outcomes
     with open_store(url) as store:
-        triggers = [entry.trigger for entry in store.log()]
-    assert triggers == ["add", "start", "pause", "start", "complete"]
+        entries = list(store.log())
+        contents = store.contents()
+    assert [e.trigger for e in entries] == ["add", "start", "check", "pause", "start", "complete"]
+    # The conflict is on the board, in the log beside the item, and the log still holds.
+    noted = entries[2]
+    assert noted.exit_code == 1 and "notes/same.md" in str(noted.check)
+    assert check_log(contents.log, contents.items, checks=contents.checks) is None
     # The second try started from the tip that held the other worker's file, and merged.
     tip = run_git(repo, "show", "integration:notes/same.md").stdout
     assert "Written by me" in tip

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from orchestrator.agent._parts import anthropic_model, new_board
     from orchestrator.agent.api import KEPT_ON_RESUME, Agent, silent_view
     from orchestrator.agent.options import RunOptions, load_options
-    from orchestrator.agent.result import RunResult
+    from orchestrator.agent.result import RunResult, RunStatus
     from orchestrator.agent.session import Session
     from orchestrator.config import SettingsError
     from orchestrator.tools.python import tool
@@ -26,6 +26,7 @@ __all__ = [
     "Agent",
     "RunOptions",
     "RunResult",
+    "RunStatus",
     "Session",
     "SettingsError",
     "anthropic_model",
@@ -42,6 +43,7 @@ _HOMES = {
     "RunOptions": "orchestrator.agent.options",
     "load_options": "orchestrator.agent.options",
     "RunResult": "orchestrator.agent.result",
+    "RunStatus": "orchestrator.agent.result",
     "Session": "orchestrator.agent.session",
     "anthropic_model": "orchestrator.agent._parts",
     "new_board": "orchestrator.agent._parts",

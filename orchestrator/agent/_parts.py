@@ -7,6 +7,7 @@ Each turns the merged settings into one part, and a setting that cannot work int
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,9 @@ from orchestrator.board.shared import SharedBoard
 from orchestrator.config import (
     Config,
     SettingsError,
+    flag_label,
+    given,
+    relabel,
 )
 from orchestrator.context import resolve_limits
 from orchestrator.plan import EdgePolicy, PlanBoard
@@ -44,7 +48,7 @@ def to_stdout(text: str) -> None:
 def new_trace(options: RunOptions, run_id: str) -> Path:
     """Where a new session's trace goes: ``--trace``, else the state directory; never over one."""
     if options.trace is not None:
-        check_new_trace(options.trace)
+        check_new_trace(options.trace, flag=options.label("trace"))
         return options.trace
     from orchestrator.sessions import new_trace_path
 
@@ -53,7 +57,8 @@ def new_trace(options: RunOptions, run_id: str) -> Path:
         check_new_trace(path, flag="trace")
     except SessionError as error:
         raise SessionError(
-            f"{error}; set ORCHESTRATOR_STATE_DIR to a writable folder, or pass --trace FILE"
+            f"{error}; set ORCHESTRATOR_STATE_DIR to a writable folder, or pass "
+            f"{given(options.label, 'trace', 'FILE')}"
         ) from None
     return path
 
@@ -119,52 +124,59 @@ def secret_values(config: Config) -> list[str]:
     return found
 
 
-def check_thinking(config: Config) -> None:
+def check_thinking(config: Config, label: Callable[[str], str] = flag_label) -> None:
     """A thinking budget the output cap cannot hold is the person's mistake, said before a call."""
     thinking = config.thinking
     if thinking not in ("off", "adaptive") and int(thinking) >= config.max_tokens:
         raise SettingsError(
-            f"--thinking {thinking}: the budget must be below --max-tokens ({config.max_tokens})"
+            f"{given(label, 'thinking', thinking)}: the budget must be below "
+            f"{label('max_tokens')} ({config.max_tokens})"
         )
 
 
-def model_limits(model: Model, config: Config) -> ModelLimits:
+def model_limits(
+    model: Model, config: Config, label: Callable[[str], str] = flag_label
+) -> ModelLimits:
     """The model's limits, and a settings error for a setting the model cannot honour."""
-    check_thinking(config)
+    check_thinking(config, label)
     limits = resolve_limits(
         model, config.model, config.context_window, config.sources["context_window"]
     )
-    for problem in _unsupported(limits, config):
+    for problem in _unsupported(limits, config, label):
         raise SettingsError(problem)
     return limits
 
 
-def _unsupported(limits: ModelLimits, config: Config) -> list[str]:
+def _unsupported(limits: ModelLimits, config: Config, label: Callable[[str], str]) -> list[str]:
     """What the model's advertised capabilities refuse (nothing when they are unknown)."""
+    server = given(label, "compaction", "server")
     if not limits.capabilities:
         if config.compaction == "server":
-            return [f"--compaction server: {limits.reason or 'the model has no capabilities'}"]
+            return [f"{server}: {limits.reason or 'the model has no capabilities'}"]
         return []
     problems = []
     thinking, name = config.thinking, config.model
     if thinking == "adaptive" and not limits.supports("thinking", "types", "adaptive"):
-        problems.append(f"--thinking adaptive: {name} does not support adaptive thinking")
+        problems.append(
+            f"{given(label, 'thinking', 'adaptive')}: {name} does not support adaptive thinking"
+        )
     budget = thinking not in ("off", "adaptive")
     if budget and not limits.supports("thinking", "types", "enabled"):
         problems.append(
-            f"--thinking {thinking}: {name} does not take a thinking budget; "
-            "try --thinking adaptive"
+            f"{given(label, 'thinking', thinking)}: {name} does not take a thinking budget; "
+            f"try {given(label, 'thinking', 'adaptive')}"
         )
     if config.effort is not None and not limits.supports("effort", config.effort):
-        problems.append(f"--effort {config.effort}: {name} does not support it")
+        problems.append(f"{given(label, 'effort', config.effort)}: {name} does not support it")
     if config.compaction == "server" and not _server_compaction(limits):
         problems.append(
-            f"--compaction server: {name} does not advertise server-side compaction "
-            "(compact_20260112); use --compaction client"
+            f"{server}: {name} does not advertise server-side compaction "
+            f"(compact_20260112); use {given(label, 'compaction', 'client')}"
         )
     if limits.max_tokens is not None and config.max_tokens > limits.max_tokens:
         problems.append(
-            f"--max-tokens {config.max_tokens}: {name} allows at most {limits.max_tokens}"
+            f"{given(label, 'max_tokens', config.max_tokens)}: {name} allows at most "
+            f"{limits.max_tokens}"
         )
     return problems
 
@@ -180,13 +192,17 @@ def _compaction_mode(limits: ModelLimits, config: Config) -> str:
     return str(config.compaction)
 
 
-def new_board(config: Config, warn: Callable[[str], None] | None = None) -> PlanBoard | SharedBoard:
+def new_board(
+    config: Config,
+    warn: Callable[[str], None] | None = None,
+    label: Callable[[str], str] = flag_label,
+) -> PlanBoard | SharedBoard:
     """The board the ``board`` setting names (a store, a JSON file), else one in memory."""
+    from orchestrator.board.json_file import BoardFileError, open_board
     from orchestrator.board.stores import is_store_url
-    from orchestrator.board_file import BoardFileError, open_board
 
     if config.board is not None and is_store_url(config.board):
-        return _shared_board(config)
+        return _shared_board(config, label)
 
     policy = EdgePolicy(config.plan_policy)
     if config.board is None:
@@ -199,10 +215,10 @@ def new_board(config: Config, warn: Callable[[str], None] | None = None) -> Plan
             on_write_error=warn or _warn,
         )
     except BoardFileError as error:
-        raise SettingsError(str(error)) from None
+        raise SettingsError(relabel(str(error), label)) from None
 
 
-def _shared_board(config: Config) -> SharedBoard:
+def _shared_board(config: Config, label: Callable[[str], str]) -> SharedBoard:
     """The agent's view of the shared store ``--board`` names, its claims kept alive."""
     from orchestrator.board.store import BoardError
     from orchestrator.board.stores import BoardUrlError, open_store
@@ -212,7 +228,7 @@ def _shared_board(config: Config) -> SharedBoard:
     try:
         board = SharedBoard(open_store(url), agent, lease=config.lease)
     except (BoardUrlError, BoardError) as error:
-        raise SettingsError(f"--board {error}") from None
+        raise SettingsError(f"{label('board')} {error}") from None
     board.start_renewing(lambda: open_store(url))
     return board
 
@@ -242,6 +258,48 @@ def anthropic_model(config: Config) -> Model:
     )
 
 
+#: What bash says about a command that cannot run: 126 found but not runnable, 127 not found.
+BROKEN_COMMAND = {126: "found but cannot be run", 127: "command not found"}
+
+
+def command_problem(command: str, workdir: Path) -> str | None:
+    """Why ``command``'s program cannot run here, or None (a check's mistyped first word).
+
+    The first word is looked up as bash would (``type -t``: a builtin, a keyword, a function,
+    a file on ``PATH`` or a path from the work directory), on this host's ``PATH``; the
+    sandbox's is the same system's. Leading ``NAME=value`` words and a command that starts
+    with punctuation (``( … )``, ``{ …; }``) are left to bash.
+    """
+    import shlex
+    import subprocess
+
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        return None  # unbalanced quotes: bash names the problem when it runs
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0], re.S):
+        words.pop(0)  # NAME=value before the command
+    first = words[0] if words else ""
+    if not first or not (first[0].isalnum() or first[0] in "./_"):
+        return None
+    try:
+        found = subprocess.run(
+            ["bash", "-c", 'type -t -- "$1"', "type", first],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # nothing to say before the check runs and says it itself
+    if found.stdout.strip():
+        return None
+    return f"`{first}`: {BROKEN_COMMAND[127]} (bash looked on PATH and in {workdir})"
+
+
 # --- the public API ---------------------------------------------------------------------------
 
 
@@ -254,4 +312,4 @@ def session_sandbox(options: RunOptions, hidden: Sequence[Path]) -> SandboxChoic
     try:
         return choose_sandbox(options.config.sandbox, policy)
     except SandboxUnavailable as error:
-        raise SettingsError(str(error)) from None
+        raise SettingsError(relabel(str(error), options.label)) from None

@@ -2,6 +2,10 @@
 
 Settings take the CLI's names (``max_rounds``, ``sandbox``, ``approval``…) and the
 environment and config files apply as they do for the CLI; a run is a :class:`Session`.
+An embedded agent is silent: nothing reaches stderr unless ``console=`` asks for it. The
+person's lines a CLI run prints go to the ``orchestrator`` logger instead (warnings), which
+has a ``NullHandler``, so they show only where the program has configured logging. Errors name
+settings as keywords (``max_rounds=``, ``trust=True``), not as the CLI's flags.
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from typing import Any, TextIO
 import attrs
 
 from orchestrator import report
-from orchestrator.agent._parts import anthropic_model, new_board, to_stderr
+from orchestrator.agent._parts import anthropic_model, new_board
 from orchestrator.agent.options import RunOptions, load_options
-from orchestrator.agent.result import RunResult
+from orchestrator.agent.result import RunResult, run_status
 from orchestrator.agent.session import Session
 from orchestrator.config import (
     SETTINGS,
     SettingsError,
+    given,
+    relabel,
 )
 from orchestrator.console import View, choose_view
 from orchestrator.plan import PlanBoard
@@ -38,6 +44,12 @@ from orchestrator.tools.python import FunctionTool, tool
 from orchestrator.trace import EventSink
 
 _log = logging.getLogger("orchestrator")
+
+
+def _quiet_logger() -> None:
+    """A library's logger has a handler of its own, so Python's last resort never prints it."""
+    if not any(isinstance(handler, logging.NullHandler) for handler in _log.handlers):
+        _log.addHandler(logging.NullHandler())
 
 
 class _SilentView:
@@ -65,6 +77,7 @@ def silent_view() -> View:
 
 
 def _api_label(name: str) -> str:
+    """How the API names a setting in a message: as the keyword (``max_rounds=``)."""
     return f"{name}="
 
 
@@ -89,10 +102,14 @@ class Agent:
     ``approval``, ``board``, ``context_window``, ``thinking``…); what is not given comes from
     the environment and config files as for the CLI. ``tools`` takes ``@tool`` functions,
     plain typed functions, objects with the tool protocol, and module names (as the ``tools``
-    setting does). ``on_event`` receives every trace event as it is written. ``client``
-    replaces the Messages-API client with any :class:`~orchestrator.protocols.Model` (a
-    scripted model, for tests). Each :meth:`run` is a session of its own, with its own trace;
-    :meth:`resume` continues one.
+    setting does). ``on_event`` (``Callable[[Mapping[str, Any]], None]``) receives every trace
+    event as it is written, in the run's thread. ``trust``: ``True`` trusts the work
+    directory's files (their hooks and MCP servers run), ``False`` runs without them; not
+    given, a folder whose files name hooks or MCP servers and are not trusted is a
+    :class:`SettingsError`. ``console``: ``True`` (stderr) or a stream shows the run as the CLI
+    does; otherwise nothing is printed. ``client`` replaces the Messages-API client with any
+    :class:`~orchestrator.protocols.Model` (a scripted model, for tests). Each :meth:`run` is
+    a session of its own, with its own trace; :meth:`resume` continues one.
     """
 
     def __init__(
@@ -103,7 +120,7 @@ class Agent:
         tools: Iterable[Tool | Callable[..., Any] | str] = (),
         on_event: EventSink | None = None,
         trace: str | os.PathLike[str] | None = None,
-        trust: bool = False,
+        trust: bool | None = None,
         console: bool | TextIO = False,
         client: Model | None = None,
         **settings: Any,
@@ -130,6 +147,7 @@ class Agent:
         self.trust = trust
         self.console = console
         self.client = client
+        _quiet_logger()
 
     def run(self, task: str) -> RunResult:
         """Run ``task`` until it is done, fails or is interrupted; the result says which.
@@ -159,8 +177,9 @@ class Agent:
 
         ``Agent.resume(trace)`` goes on as the run was set up; ``agent.resume(trace)`` with
         this agent's settings and tools. An interrupted or failed run picks up where it
-        stopped; a finished one needs the next ``instruction``. The run keeps the model and
-        settings it was recorded with, and its work directory, unless this agent was given them.
+        stopped; a finished one needs the next ``instruction``. It keeps what ``orchestrator
+        resume`` keeps (its help says it once): the work directory and the settings in
+        :data:`KEPT_ON_RESUME` unless this agent was given them; never approval or sandbox.
         """
         from orchestrator.replay import rebuild
         from orchestrator.sessions import check_not_running, check_trace_appendable
@@ -206,22 +225,30 @@ class Agent:
     resume = _OnClassOrInstance(_resume)
 
     def _options(self, trace: Path | None) -> RunOptions:
-        return load_options(
-            self.workdir,
-            self.settings,
-            trust=self.trust,
-            label=_api_label,
-            trace=trace,
-            quiet=not self.console,
-        )
+        try:
+            options = load_options(
+                self.workdir,
+                self.settings,
+                trust=bool(self.trust),
+                label=_api_label,
+                trace=trace,
+                quiet=not self.console,
+            )
+        except SettingsError as error:
+            raise SettingsError(relabel(str(error), _api_label)) from None
+        if self.trust is None:
+            _refuse_untrusted(options)
+        return options
 
     def _session(self, options: RunOptions, **kwargs: Any) -> Session:
         view: View = _SilentView()
+        write, notice = _nowhere, _log.warning
         if self.console:
-            stream = None if isinstance(self.console, bool) else self.console
-            view = choose_view(quiet=False, as_json=False, stream=stream or sys.stderr)
+            stream = sys.stderr if isinstance(self.console, bool) else self.console
+            view = choose_view(quiet=False, as_json=False, stream=stream)
+            write = notice = functools.partial(_write_line, stream)
         if "board" not in kwargs:
-            kwargs["board"] = new_board(options.config, _log.warning)
+            kwargs["board"] = new_board(options.config, notice, _api_label)
         model = self.client if self.client is not None else anthropic_model(options.config)
         return Session(
             options,
@@ -229,9 +256,9 @@ class Agent:
             extra_sinks=() if self.on_event is None else (self.on_event,),
             extra_tools=self.tools,
             view=view,
-            say=to_stderr if self.console else _nowhere,
-            notice=to_stderr if self.console else _log.warning,
-            header=to_stderr if self.console else _nowhere,
+            say=write,
+            notice=notice,
+            header=write,
             interactive=False,
             **kwargs,
         )
@@ -241,6 +268,8 @@ class Agent:
         try:
             outcome = session.turn(task)
             run_id = session.run_id
+        except SettingsError as error:  # what only the start can tell (the model's limits)
+            raise SettingsError(relabel(str(error), _api_label)) from None
         finally:
             session.close()
         ended = session.report_for(outcome, report.EXIT_INTERRUPTED)
@@ -248,7 +277,7 @@ class Agent:
             session.say(f"picture: {ended.picture_command}")
         conversation = session.conversation_now
         return RunResult(
-            status=outcome.status,
+            status=run_status(outcome.status),
             answer=outcome.text,
             rounds=outcome.rounds,
             plan=tuple(item.as_dict() for item in session.board.items),
@@ -267,6 +296,29 @@ def _nowhere(_text: str) -> None:
     pass
 
 
+def _write_line(stream: TextIO, text: str) -> None:
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def _refuse_untrusted(options: RunOptions) -> None:
+    """Hooks or MCP servers the folder's untrusted files name: the program must say ``trust=``.
+
+    The CLI asks on a terminal, or goes on without them and says so; a program has neither,
+    and a run that silently lacks the project's hooks is not the run it asked for.
+    """
+    files = list(options.hooks_untrusted)
+    if not options.mcp_trusted:
+        files.extend(server.origin for server in options.mcp_servers if server.project)
+    if files:
+        shown = ", ".join(dict.fromkeys(files))
+        raise SettingsError(
+            f"{shown}: this folder's files name hooks or MCP servers, and the folder is not "
+            f"trusted; pass {given(_api_label, 'trust', True)} to run them, or "
+            f"{given(_api_label, 'trust', False)} to run without them"
+        )
+
+
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
     if isinstance(item, FunctionTool):
         return item
@@ -277,5 +329,7 @@ def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
     raise TypeError(f"tools: expected a @tool function, a Tool or a module name, got {item!r}")
 
 
-#: What a resumed run keeps from its trace's settings unless this resume says otherwise.
+#: What a resumed run keeps from its trace's settings unless this resume says otherwise; the
+#: permissions (approval, sandbox) are never among them: a trace is a file, not a person's word.
+#: ``orchestrator resume``'s help lists them (a test holds the two together).
 KEPT_ON_RESUME = ("model", "max_tokens", "reminder_threshold", "thinking", "effort", "compaction")

@@ -17,6 +17,7 @@ from orchestrator.config import (
     ConfigError,
     SettingsError,
     UntrustedConfig,
+    flag_label,
     load_config,
 )
 from orchestrator.hooks import Hook, HookConfigError
@@ -42,6 +43,9 @@ class RunOptions:
     #: not run (untrusted).
     hooks: tuple[Hook, ...] = ()
     hooks_untrusted: tuple[str, ...] = ()
+    #: How the front end names a setting in a person's message: the CLI's ``--max-rounds``,
+    #: the API's ``max_rounds=`` (with :func:`~orchestrator.config.given` for a value).
+    label: Callable[[str], str] = flag_label
     #: The digests of the files hooks name in the work directory that a person trusted.
     hook_files: Mapping[str, str] = attrs.field(factory=dict)
 
@@ -109,6 +113,7 @@ def load_options(
         mcp_trusted=trusted or not scope.servers,
         hooks=hooks,
         hooks_untrusted=untrusted,
+        label=label or flag_label,
         hook_files=seen,
         **options,
     )

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import attrs
+
+#: How a run ended: the loop machine's final states.
+RunStatus = Literal["done", "failed", "interrupted"]
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+
+
+def run_status(value: str) -> RunStatus:
+    """``value`` as a :data:`RunStatus`; anything else is a bug in the loop, said as one."""
+    for status in RUN_STATUSES:
+        if value == status:
+            return status
+    raise ValueError(f"status must be one of {', '.join(RUN_STATUSES)}, got {value!r}")
 
 
 @attrs.frozen
@@ -14,12 +26,12 @@ class RunResult:
     """How a run ended, as the CLI's ``--output-format json`` reports it."""
 
     #: ``done``, ``failed`` or ``interrupted``.
-    status: str
+    status: RunStatus = attrs.field(validator=attrs.validators.in_(RUN_STATUSES))
     #: The model's final text.
     answer: str
     #: Rounds in the session so far.
     rounds: int
-    #: The board at the end: one ``{"id", "content", "status", …}`` per item.
+    #: The board at the end: one ``{"id", "text", "status", …}`` per item.
     plan: tuple[Mapping[str, Any], ...]
     #: Tokens by kind (``input_tokens``, ``output_tokens``, cache reads and writes).
     usage: Mapping[str, int]

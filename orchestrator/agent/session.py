@@ -15,7 +15,9 @@ import attrs
 
 from orchestrator import report
 from orchestrator.agent._parts import (
+    BROKEN_COMMAND,
     check_thinking,
+    command_problem,
     configured_tools,
     model_limits,
     model_settings,
@@ -40,6 +42,8 @@ from orchestrator.board.shared import SharedBoard
 from orchestrator.config import (
     Config,
     SettingsError,
+    given,
+    relabel,
 )
 from orchestrator.console import View, choose_view
 from orchestrator.context import ContextManager, LimitsSource, window_label
@@ -150,6 +154,8 @@ class Session:
     _hook_context: str = ""
     _first_round: int = 0
     _stale: int = 0
+    #: Check commands already said to be broken (exit 126 or 127): said once each.
+    _broken_checks: set[str] = attrs.Factory(set)
 
     def _approval_policy(self) -> ApprovalPolicy:
         mode = self.options.config.approval
@@ -186,16 +192,19 @@ class Session:
             raise SettingsError(str(error)) from None
         assert path is not None
         self.sandbox = session_sandbox(options, [path])
-        check_thinking(config)
+        label = options.label
+        check_thinking(config, label)
+        self._check_commands()
         if config.max_cost is not None and prices_for(config.model, config.price_per_mtok) is None:
             raise SettingsError(
-                f"--max-cost {config.max_cost:g}: the price of {config.model} is unknown, so the "
-                "spend cannot be counted; set --price-per-mtok in,out,cache_read,cache_write"
+                f"{given(label, 'max_cost', config.max_cost)}: the price of {config.model} is "
+                "unknown, so the spend cannot be counted; set "
+                f"{given(label, 'price_per_mtok', 'in,out,cache_read,cache_write')}"
             )
         if isinstance(self.model, LimitsSource):
             # The lookup is bounded (about 10 s), but a silent endpoint should not look hung.
             self.header(f"orchestrator: checking model {inert(config.model)}…")
-        limits = model_limits(self.model, config)
+        limits = model_limits(self.model, config, label)
         learned = resumed.learned_window if resumed is not None else None
         if learned is not None and learned < limits.max_input_tokens:
             # A refusal in this session proved the window smaller: the resumed run keeps to it.
@@ -263,6 +272,7 @@ class Session:
             settings=settings,
             on_text=quiet_when_gone(self.view.on_text),
             conversation=self.conversation,
+            label=self.options.label,
             context=ContextManager(
                 settings.context_window,
                 model=settings.model,
@@ -284,7 +294,8 @@ class Session:
         for origin in options.hooks_untrusted:
             self.notice(
                 f"orchestrator: the hooks in {inert(origin)} do not run: this folder is not "
-                "trusted (pass --trust to trust it, or run `orchestrator trust`)"
+                f"trusted (pass {given(options.label, 'trust', True)} to trust it"
+                + (", or run `orchestrator trust`)" if options.label("trust") == "--trust" else ")")
             )
         for origin in dict.fromkeys(hook.origin for hook in options.hooks):
             line = skipped_line(options.hooks, origin)
@@ -331,14 +342,16 @@ class Session:
         """Why the session must stop now (--max-cost, --max-duration spent), or None."""
         if self.stop_when is not None and (why := self.stop_when()) is not None:
             return why
-        config = self.options.config
+        config, label = self.options.config, self.options.label
         if config.max_cost is not None:
             spent = self.totals.cost(config.price_per_mtok, config.model)
             if spent is not None and spent >= config.max_cost:
-                return f"it has spent {format_cost(spent)}, reaching --max-cost {config.max_cost:g}"
+                reached = given(label, "max_cost", config.max_cost)
+                return f"it has spent {format_cost(spent)}, reaching {reached}"
         elapsed = self.totals.elapsed
         if config.max_duration is not None and elapsed >= config.max_duration:
-            return f"it has run {elapsed:.0f} s, reaching --max-duration {config.max_duration:g} s"
+            reached = given(label, "max_duration", config.max_duration)
+            return f"it has run {elapsed:.0f} s, reaching {reached} s"
         return None
 
     def _settles(self, config: Config) -> bool:
@@ -370,18 +383,46 @@ class Session:
 
     def _say_how_it_runs(self) -> None:
         """The one-line notices of a start: a sandbox fallback, the network, approvals."""
-        options, config = self.options, self.options.config
+        options, config, label = self.options, self.options.config, self.options.label
         assert self.sandbox is not None
         if self.sandbox.warning is not None:
-            self.notice(f"orchestrator: {self.sandbox.warning}")
+            self.notice(f"orchestrator: {relabel(self.sandbox.warning, label)}")
         if config.allow_network and not config.deny_bash:
             shown = self.sandbox.sandbox.describe()
-            self.notice(f"orchestrator: network is on for bash (--allow-network); {shown}")
+            on = given(label, "allow_network", True)
+            self.notice(f"orchestrator: network is on for bash ({on}); {shown}")
         notice = no_terminal_notice(
-            config.approval, has_terminal=self.interactive, mcp=bool(options.mcp_servers)
+            config.approval,
+            has_terminal=self.interactive,
+            mcp=bool(options.mcp_servers),
+            label=label,
         )
         if notice:
             self.notice(notice)
+
+    def _check_commands(self) -> None:
+        """A done-check or completion check whose program does not exist is a settings error."""
+        options = self.options
+        for name in ("done_check", "completion_check"):
+            command = options.config.values.get(name)
+            problem = command_problem(command, options.workdir) if command else None
+            if problem is not None:
+                raise SettingsError(
+                    f"{options.label(name)} `{command}`: {problem}; fix the command"
+                )
+
+    def _say_if_broken(self, result: CheckResult) -> None:
+        """A check bash could not run (126, 127) is the person's to fix: one line, once."""
+        why = BROKEN_COMMAND.get(result.exit_code)
+        if why is None or result.command in self._broken_checks:
+            return
+        self._broken_checks.add(result.command)
+        last = result.output.strip().splitlines()[-1:] or [""]
+        with self.view.paused():
+            self.notice(
+                f"orchestrator: ! the check `{inert(result.command)}` is a broken command "
+                f"(exit {result.exit_code}, {why}: {inert(last[0])})"
+            )
 
     def _check_runner(self, secrets: Sequence[str]) -> Callable[[str], CheckResult]:
         """Checks run where the model's bash runs (the model may have written them)."""
@@ -396,7 +437,9 @@ class Session:
 
         def run(command: str) -> CheckResult:
             result = bash.run_check(command, timeout)
-            return attrs.evolve(result, output=redact(ToolResult(result.output), hidden).text)
+            result = attrs.evolve(result, output=redact(ToolResult(result.output), hidden).text)
+            self._say_if_broken(result)
+            return result
 
         return run
 
@@ -414,12 +457,19 @@ class Session:
             with view.paused():
                 notice(f"orchestrator: {line}")
 
+        trust = given(options.label, "trust", True)
         self.mcp = McpServers(
             options.mcp_servers,
-            options.workdir,
             timeout=options.config.mcp_timeout,
             trusted=options.mcp_trusted,
             log=self._trace.log,
+            label=options.label,
+            untrusted_hint=f"pass {trust}"
+            + (
+                ", answer yes when asked on a terminal, or run `orchestrator trust`"
+                if trust == "--trust"
+                else ""
+            ),
         )
         self.mcp.open(notify)
 
@@ -566,7 +616,7 @@ class Session:
         if isinstance(self.board, SharedBoard):
             self.board.close()
         elif self.options.config.board is not None:
-            from orchestrator.board_file import release_board
+            from orchestrator.board.json_file import release_board
 
             release_board(Path(self.options.config.board))
         if self._trace is not None:

@@ -14,7 +14,9 @@ fallback where there is no ``/proc``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import json
 import resource
 import sys
@@ -38,9 +40,13 @@ def _peak_rss_mb() -> float:
 
 
 def _replay_check(path: Path) -> bool:
-    """``orchestrator replay --check PATH`` as the command runs it; True when it diverged."""
+    """``orchestrator replay --check PATH`` as the command runs it; True when it diverged.
+
+    Its one line goes nowhere: this process's stdout is the JSON report alone.
+    """
     try:
-        cli.main(["replay", "--check", str(path)])
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli.main(["replay", "--check", str(path)])
     except SystemExit as exit_status:
         return exit_status.code != 0
     return False

@@ -2,22 +2,33 @@
 
 From the log alone it proves, line by line, that:
 
-- every item was added once, and every edge names an item that exists;
-- every edge is one the item machine has, from the state the item was in;
-- no item was ever owned by two agents at once, and only the owner completed or released it;
+- every item was added once, and every line names an item that exists;
+- every edge is one the item machine has, from the state the item was in; an ``edit`` or a
+  ``check`` line leaves the state as it was;
+- no item was ever owned by two agents at once, and only the owner completed or released it
+  (a forced release, and a person's cancel, are logged as such);
 - no agent held two items in progress at once;
 - no item started before its blockers completed;
-- and that the state the log arrives at is the store's own, item for item.
+- a checked item completed only after a passing run of its check, logged since it last
+  started, or with ``--skip-check`` logged on the completion;
+- an agent never cancelled an item carrying a check a person set;
+- and that the state the log arrives at is the store's own, item for item: status, owner,
+  text, blockers and check.
+
+An ``add`` line a store wrote before it recorded checks (schema 1) says nothing about the
+item's check: such an item is held to the check rules only once an ``edit`` line names its
+check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 from transitions import EventData, MachineError
 
-from orchestrator.board.store import BoardItem, LogEntry
+from orchestrator.board.inputs import is_person
+from orchestrator.board.store import NOTE_TRIGGERS, BoardItem, LogEntry
 from orchestrator.plan import ItemMachine, Status
 
 
@@ -40,8 +51,14 @@ class _Replayed:
     id: str
     text: str
     blocked_by: tuple[str, ...]
+    #: Its check (``""``: none; None: the log does not say).
+    check: str | None = None
+    #: Who set the check (None: a person, or an old log that did not say).
+    check_by: str | None = None
     owner: str | None = None
     state: str = Status.PENDING.value
+    #: Whether a passing run of the current check is logged since the item last started.
+    passed: bool = False
     # What the log line being replayed claims; the guards accept it, the checks judge it.
     fired: list[str] = attrs.Factory(list)
 
@@ -79,6 +96,8 @@ class _Checker:
             return f"{entry.trigger} of item #{entry.item}, which was never added"
         if entry.src != item.state:
             return f"#{item.id} {entry.trigger} from {entry.src}, but the log has it {item.state}"
+        if entry.trigger in NOTE_TRIGGERS:
+            return self._note(entry, item)
         problem = self._rules(entry, item)
         if problem is not None:
             return problem
@@ -96,13 +115,35 @@ class _Checker:
             return f"item #{entry.item} added twice"
         if entry.dst != Status.PENDING:
             return f"item #{entry.item} added as {entry.dst}, not pending"
+        if not entry.text:
+            return f"item #{entry.item} added without a text"
         blockers = tuple(entry.blocked_by or ())
         unknown = [b for b in blockers if b not in self.items]
         if unknown:
             return f"item #{entry.item} blocked by #{unknown[0]}, which was never added"
-        item = _Replayed(entry.item, entry.text or "", blockers)
+        item = _Replayed(entry.item, entry.text, blockers, entry.check, entry.agent)
         self.machine.add_model(item, initial=Status.PENDING.value)
         self.items[entry.item] = item
+        return None
+
+    def _note(self, entry: LogEntry, item: _Replayed) -> str | None:
+        """An ``edit`` or a ``check`` line: the item's state stays; what it records changes."""
+        if entry.dst != entry.src:
+            return f"#{item.id}: a {entry.trigger} line moves it {entry.src} → {entry.dst}"
+        if entry.trigger == "check":
+            if entry.check is None or entry.exit_code is None:
+                return f"#{item.id}: a check line without its command or exit code"
+            # A run counts for the check the item has now; a later edit of it needs a new run.
+            item.passed = entry.passed and entry.check == item.check
+            return None
+        if entry.text is None or entry.blocked_by is None or entry.check is None:
+            return f"#{item.id}: an edit line without the item's new text, blockers and check"
+        unknown = [b for b in entry.blocked_by if b not in self.items or b == item.id]
+        if unknown:
+            return f"#{item.id} edited to wait on #{unknown[0]}, which it cannot"
+        if entry.check != item.check:
+            item.check, item.check_by, item.passed = entry.check, entry.agent, False
+        item.text, item.blocked_by = entry.text, entry.blocked_by
         return None
 
     def _rules(self, entry: LogEntry, item: _Replayed) -> str | None:
@@ -116,8 +157,26 @@ class _Checker:
             waiting = [b for b in item.blocked_by if self.items[b].state != Status.COMPLETED.value]
             if waiting:
                 return f"#{item.id} started while its blocker #{waiting[0]} was not completed"
-        elif entry.trigger in ("complete", "pause", "cancel") and item.owner not in (None, agent):
-            return f"{agent} took {entry.trigger} on #{item.id}, which {item.owner} held"
+        elif entry.trigger == "complete":
+            if item.owner not in (None, agent):
+                return f"{agent} took complete on #{item.id}, which {item.owner} held"
+            if item.check and not item.passed and entry.flag != "skip_check":
+                return (
+                    f"#{item.id} completed without a passing run of its check "
+                    f"({item.check}) logged since it last started, and no --skip-check logged"
+                )
+        elif entry.trigger == "pause":
+            if item.owner not in (None, agent) and entry.flag != "force":
+                return f"{agent} took pause on #{item.id}, which {item.owner} held"
+        elif entry.trigger == "cancel":
+            if not is_person(agent):
+                if item.owner not in (None, agent):
+                    return f"{agent} took cancel on #{item.id}, which {item.owner} held"
+                if item.check and (item.check_by is None or is_person(item.check_by)):
+                    return (
+                        f"{agent} cancelled #{item.id}, which carries a check a person set; "
+                        "only a person may"
+                    )
         elif entry.trigger == "expire" and agent not in (None, item.owner):
             return f"#{item.id} expired as {agent}'s, but {item.owner} held it"
         return None
@@ -128,13 +187,23 @@ class _Checker:
         if entry.trigger == "start":
             assert entry.agent is not None
             item.owner = entry.agent
+            item.passed = False
             self.holding[entry.agent] = item.id
         elif entry.trigger in ("pause", "expire", "cancel"):
             item.owner = None
 
 
-def check_log(entries: Iterable[LogEntry], final: Sequence[BoardItem]) -> Violation | None:
-    """The first violation in the log (or between it and ``final``), or None when it holds."""
+def check_log(
+    entries: Iterable[LogEntry],
+    final: Sequence[BoardItem],
+    *,
+    checks: Mapping[str, str] | None = None,
+) -> Violation | None:
+    """The first violation in the log (or between it and ``final``), or None when it holds.
+
+    ``checks`` is the store's checks by item id; given, each item's check is compared with
+    the one its log arrives at (where the log says).
+    """
     checker = _Checker()
     last = 0
     for entry in entries:
@@ -150,15 +219,39 @@ def check_log(entries: Iterable[LogEntry], final: Sequence[BoardItem]) -> Violat
     for item_id in stored.keys() - checker.items.keys():
         return Violation(None, f"item #{item_id} is in the store but was never added in the log")
     for item_id, replayed in checker.items.items():
-        item = stored[item_id]
-        if replayed.state != item.status.value:
-            return Violation(
-                None,
-                f"#{item_id} is {item.status} in the store; the log leaves it {replayed.state}",
-            )
-        if item.status == Status.IN_PROGRESS and item.owner != replayed.owner:
-            return Violation(
-                None,
-                f"#{item_id} is held by {item.owner} in the store; the log says {replayed.owner}",
+        problem = _differs(stored[item_id], replayed, checks)
+        if problem is not None:
+            return Violation(None, problem)
+    return None
+
+
+def _differs(item: BoardItem, replayed: _Replayed, checks: Mapping[str, str] | None) -> str | None:
+    """How the store's item differs from the one its log arrives at, or None."""
+    name = f"#{item.id}"
+    if replayed.state != item.status.value:
+        return f"{name} is {item.status} in the store; the log leaves it {replayed.state}"
+    if item.status == Status.IN_PROGRESS and item.owner != replayed.owner:
+        return f"{name} is held by {item.owner} in the store; the log says {replayed.owner}"
+    if item.text != replayed.text:
+        return f"{name}'s text in the store is not the text its log gave it"
+    if item.blocked_by != replayed.blocked_by:
+        return (
+            f"{name} waits on {_ids(item.blocked_by)} in the store; "
+            f"the log says {_ids(replayed.blocked_by)}"
+        )
+    if checks is not None and replayed.check is not None:
+        stored = checks.get(item.id, "")
+        if stored != replayed.check:
+            return (
+                f"{name}'s check in the store is {_command(stored)}; "
+                f"the log says {_command(replayed.check)}"
             )
     return None
+
+
+def _ids(blockers: Sequence[str]) -> str:
+    return ", ".join(f"#{b}" for b in blockers) if blockers else "nothing"
+
+
+def _command(check: str) -> str:
+    return f"`{check}`" if check else "none"

@@ -19,9 +19,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
+from orchestrator.board.inputs import one_line
 from orchestrator.board.store import BoardChange, BoardError, BoardItem
 from orchestrator.plan import (
+    ITEM_KEYS,
     MARKERS,
+    TOP_LEVEL_KEYS,
     BatchEntry,
     CheckProtectedError,
     IllegalEdgeError,
@@ -30,6 +33,7 @@ from orchestrator.plan import (
     PlanError,
     PlanItem,
     PlanRejected,
+    PlanShapeError,
     PlanUpdated,
     Status,
     check_failed,
@@ -52,9 +56,32 @@ def render_shared(items: Sequence[BoardItem], me: str) -> str:
         if waiting and item.status == Status.PENDING:
             notes.append("blocked by " + ", ".join(f"#{b}" for b in waiting))
         shown = f" ({'; '.join(notes)})" if notes else ""
-        lines.append(f"{MARKERS[item.status]} #{item.id}: {item.text}{shown}")
+        lines.append(f"{MARKERS[item.status]} #{item.id}: {one_line(item.text)}{shown}")
     done = sum(item.status == Status.COMPLETED for item in items)
     return "\n".join(lines) + f"\n\n({done}/{len(items)} completed)"
+
+
+def _one_line_texts(payload: object) -> None:
+    """Refuse an item text with a line break: on a shared board text is one line.
+
+    As it is for a person at ``board add``; ``parse_batch`` would fold it, so it is read here.
+    """
+    if not isinstance(payload, Mapping):
+        return
+    lists = [v for k, v in payload.items() if TOP_LEVEL_KEYS.get(str(k)) == "items"]
+    for raw_items in lists:
+        for raw in raw_items if isinstance(raw_items, list) else ():
+            if not isinstance(raw, Mapping):
+                continue
+            for key, value in raw.items():
+                field = ITEM_KEYS.get(str(key))
+                if field == "text" and isinstance(value, str) and ("\n" in value or "\r" in value):
+                    shown = str(raw.get("id", "?"))
+                    raise PlanShapeError(
+                        f"Item #{shown!r}: its text has a line break; on a shared board an item "
+                        "is one line of text: send it without one",
+                        shown,
+                    )
 
 
 def _view(item: BoardItem) -> PlanItem:
@@ -124,6 +151,7 @@ class SharedBoard:
             # Every call is a merge here: leaving an item out must not cancel another's work.
             payload = {**payload, "merge": True}
         try:
+            _one_line_texts(payload)
             batch = parse_batch(payload)
             self._check_completions(batch.entries)
             with self.store.change() as change:
@@ -178,17 +206,33 @@ class SharedBoard:
             return
         for entry in entries:
             current = now.get(entry.id)
-            if entry.status != Status.COMPLETED or (
-                current is not None and current.status == Status.COMPLETED
+            # Only an item in the store can complete in this call (a new one starts pending).
+            if (
+                entry.status != Status.COMPLETED
+                or current is None
+                or current.status
+                in (
+                    Status.COMPLETED,
+                    Status.CANCELLED,
+                )
             ):
                 continue
-            command = checks.get(entry.id) if current is not None else entry.check
+            command = checks.get(entry.id)
             results = []
             if command and self.run_check is not None:
-                results.append(self.run_check(command))
+                checked = self.run_check(command)
+                # Logged whatever it says: the completion's guard reads the passing run, and
+                # board check holds every completion of a checked item to one.
+                self.store.record_check(
+                    entry.id,
+                    agent=self.agent,
+                    command=command,
+                    exit_code=checked.exit_code,
+                    duration_s=checked.duration_s,
+                )
+                results.append(checked)
             if self.task_completed is not None and all(r.passed for r in results):
-                text = entry.text or (current.text if current is not None else "")
-                asked = {"id": entry.id, "text": text, "status": "completed"}
+                asked = {"id": entry.id, "text": current.text, "status": "completed"}
                 hooked = self.task_completed(asked)
                 results.extend([hooked] if hooked is not None else [])
             for result in results:

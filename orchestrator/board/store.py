@@ -4,6 +4,10 @@ Every change is a transition of the item machine (:class:`orchestrator.plan.Item
 same table and trigger names as a board of one agent), fired on a model whose guards read the
 store inside the change's own transaction, and appended to the store's log in that
 transaction. The log is append-only: items are never deleted, and an id once given is stable.
+Besides the machine's edges the log holds two kinds of line that change no status: ``edit``
+(a person changed an item's text, blockers or check) and ``check`` (an item's check was run:
+command, exit code, duration, by whom). ``board check`` replays all of them
+(:mod:`orchestrator.board.check`).
 
 Writers are serialised per board (``BEGIN IMMEDIATE`` on SQLite; a row lock on the board's
 ``lock`` row in PostgreSQL), because the guards read the whole board: an agent's single
@@ -12,12 +16,19 @@ once exactly one wins, and a refused change writes nothing.
 
 Leases need no daemon: whichever operation next touches the board first fires ``expire`` on
 every claim whose lease ran out, logged like any other edge.
+
+Actors (:mod:`orchestrator.board.inputs`): agents, and persons (``person:USER``) acting by
+hand. Only the agent holding an item completes or releases it; a release with ``force`` frees
+another's item (a dead agent's), logged as forced; a person may cancel any unfinished item,
+and only a person may cancel one that carries a check a person set.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,45 +37,24 @@ from typing import Any, Protocol
 import attrs
 from transitions import EventData, MachineError
 
+from orchestrator.board import schema
+from orchestrator.board.inputs import (
+    agent_problem,
+    is_person,
+    lease_problem,
+    name_problem,
+    team_of,
+    text_problem,
+)
+from orchestrator.board.schema import Tables
 from orchestrator.plan import ItemMachine, Status
 
 #: How long a claim holds without renewal, by default (``--lease``).
 DEFAULT_LEASE = 120.0
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS board_meta (
-        key TEXT PRIMARY KEY,
-        value BIGINT NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS board_items (
-        id TEXT PRIMARY KEY,
-        position BIGINT NOT NULL,
-        text TEXT NOT NULL,
-        status TEXT NOT NULL,
-        owner TEXT,
-        lease_until DOUBLE PRECISION,
-        blocked_by TEXT NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS board_log (
-        seq BIGINT PRIMARY KEY,
-        ts TEXT NOT NULL,
-        agent TEXT,
-        item TEXT NOT NULL,
-        src TEXT,
-        dst TEXT NOT NULL,
-        trigger TEXT NOT NULL,
-        text TEXT,
-        blocked_by TEXT
-    )""",
-    "CREATE INDEX IF NOT EXISTS board_items_status ON board_items (status, owner)",
-    # An item's acceptance check, set when it is added (its own table: boards made before
-    # checks existed gain it without a migration).
-    """CREATE TABLE IF NOT EXISTS board_checks (
-        item TEXT PRIMARY KEY,
-        command TEXT NOT NULL
-    )""",
-)
-_META_KEYS = ("lock", "next_id", "next_seq", "next_position")
+#: Log lines that are not edges of the item machine (the item's status stays as it was).
+NOTE_TRIGGERS = frozenset({"edit", "check"})
+_FINAL = frozenset({Status.COMPLETED, Status.CANCELLED})
+_STATUSES = {str(status): status for status in Status}
 
 
 class BoardError(Exception):
@@ -82,6 +72,18 @@ class NothingClaimable(BoardError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class StoreError(BoardError):
+    """The store itself failed: a malformed row, or the database erred; one line, naming it."""
+
+
+class BoardUrlError(ValueError):
+    """A ``--board`` value that names no store, or no board there; ``str()`` is one line."""
+
+
+class NoBoard(BoardUrlError):
+    """The store holds no board (yet): a missing file, an empty database, an unknown name."""
 
 
 @attrs.frozen
@@ -107,7 +109,13 @@ class BoardItem:
 
 @attrs.frozen
 class LogEntry:
-    """One line of the board's log: an item added, or an edge one of its items took."""
+    """One line of the board's log: an item added, an edge it took, an edit, a check run.
+
+    ``check`` is the item's check on an ``add`` or ``edit`` line (``""``: none; ``None`` on
+    an ``add`` line a store wrote before it recorded checks: unknown), and the command run on a
+    ``check`` line. ``flag`` marks a ``complete`` done without running the check
+    (``skip_check``) and a release of another agent's item (``force``).
+    """
 
     seq: int
     ts: str
@@ -118,6 +126,15 @@ class LogEntry:
     trigger: str
     text: str | None = None
     blocked_by: tuple[str, ...] | None = None
+    check: str | None = None
+    exit_code: int | None = None
+    duration_s: float | None = None
+    flag: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        """A ``check`` line whose command exited 0."""
+        return self.trigger == "check" and self.exit_code == 0
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -133,7 +150,25 @@ class LogEntry:
             data["text"] = self.text
         if self.blocked_by is not None:
             data["blocked_by"] = list(self.blocked_by)
+        if self.check is not None:
+            data["check"] = self.check or None
+        if self.exit_code is not None:
+            data["exit_code"] = self.exit_code
+        if self.duration_s is not None:
+            data["duration_s"] = self.duration_s
+        if self.flag is not None:
+            data[self.flag] = True
         return data
+
+
+@attrs.frozen
+class BoardContents:
+    """Everything ``board check`` compares, read in one transaction."""
+
+    items: tuple[BoardItem, ...]
+    log: tuple[LogEntry, ...]
+    #: Each item's check, by item id.
+    checks: Mapping[str, str]
 
 
 class _Cursor(Protocol):
@@ -148,8 +183,31 @@ class _Dialect(Protocol):
     """What differs between SQLite and PostgreSQL: connecting, locking, placeholders."""
 
     name: str
+    #: Whether a write transaction starts by locking the board's ``lock`` row (PostgreSQL).
+    row_lock: bool
 
-    def connect(self) -> Any: ...
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        """The database driver's error classes."""
+        ...
+
+    def exists(self) -> bool: ...
+
+    def connect(self, *, create: bool) -> Any: ...
+
+    def tables(self, connection: Any) -> set[str]:
+        """The database's table names, read without writing anything."""
+        ...
+
+    def columns(self, connection: Any, table: str) -> set[str]: ...
+
+    def prepare(self, connection: Any) -> None:
+        """Settings for a database known to be (or about to be) a board."""
+        ...
+
+    def begin_setup(self, connection: Any) -> None:
+        """Start the transaction that makes or upgrades a board's tables."""
+        ...
 
     def begin(self, connection: Any) -> None:
         """Start a write transaction that no other writer of this board runs beside."""
@@ -162,31 +220,39 @@ class _Dialect(Protocol):
     def sql(self, text: str) -> str: ...
 
 
+_ITEM_COLUMNS = "id, text, status, owner, lease_until, blocked_by"
+_LOG_COLUMNS = (
+    "seq, ts, agent, item, src, dst, trigger, text, blocked_by, check_command, exit_code, "
+    "duration_s, flag"
+)
+
+
 class _Transaction:
     """One locked change: reads and writes of the store, and the log lines it appends."""
 
-    def __init__(self, cursor: _Cursor, dialect: _Dialect, now: float) -> None:
-        self._cursor, self._dialect, self.now = cursor, dialect, now
+    def __init__(self, cursor: _Cursor, sql: Callable[[str], str], now: float) -> None:
+        self._cursor, self._sql, self.now = cursor, sql, now
         self.appended: list[LogEntry] = []
+        self._seq: int | None = None
 
     def query(self, text: str, *params: Any) -> list[Any]:
-        self._cursor.execute(self._dialect.sql(text), params)
+        self._cursor.execute(self._sql(text), params)
         return self._cursor.fetchall()
 
     def run(self, text: str, *params: Any) -> None:
-        self._cursor.execute(self._dialect.sql(text), params)
+        self._cursor.execute(self._sql(text), params)
 
     def take(self, key: str) -> int:
         """The next number of a counter (ids, log seq, positions)."""
-        (value,) = self.query("SELECT value FROM board_meta WHERE key = ?", key)[0]
-        self.run("UPDATE board_meta SET value = ? WHERE key = ?", int(value) + 1, key)
-        return int(value)
+        rows = self.query("SELECT value FROM {meta} WHERE key = ?", key)
+        value = rows[0][0] if rows else None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _malformed("the board's meta table", f"its {key} counter is {_label(value)}")
+        self.run("UPDATE {meta} SET value = ? WHERE key = ?", value + 1, key)
+        return value
 
     def item(self, item_id: str) -> BoardItem | None:
-        rows = self.query(
-            "SELECT id, text, status, owner, lease_until, blocked_by FROM board_items WHERE id = ?",
-            item_id,
-        )
+        rows = self.query(f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE id = ?", item_id)
         return _item(rows[0]) if rows else None
 
     def log(
@@ -199,13 +265,24 @@ class _Transaction:
         *,
         text: str | None = None,
         blocked_by: Sequence[str] | None = None,
+        check: str | None = None,
+        exit_code: int | None = None,
+        duration_s: float | None = None,
+        flag: str | None = None,
     ) -> None:
-        seq = self.take("next_seq")
+        if self._seq is None:
+            # The log's last seq, once per transaction: writers take turns, so no other
+            # writer appends in between (and no counter row is rewritten per line).
+            ((last,),) = self.query("SELECT MAX(seq) FROM {log}")
+            if last is not None and (isinstance(last, bool) or not isinstance(last, int)):
+                raise _malformed("the board's log", f"its last seq is {_label(last)}")
+            self._seq = last or 0
+        self._seq += 1
+        seq = self._seq
         ts = dt.datetime.fromtimestamp(self.now, dt.UTC).isoformat(timespec="microseconds")
-        blockers = None if blocked_by is None else json.dumps(list(blocked_by))
+        blockers = None if blocked_by is None else tuple(blocked_by)
         self.run(
-            "INSERT INTO board_log (seq, ts, agent, item, src, dst, trigger, text, blocked_by) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO {{log}} ({_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             seq,
             ts,
             agent,
@@ -214,7 +291,11 @@ class _Transaction:
             dst,
             trigger,
             text,
-            blockers,
+            None if blockers is None else json.dumps(list(blockers)),
+            check,
+            exit_code,
+            duration_s,
+            flag,
         )
         self.appended.append(
             LogEntry(
@@ -226,72 +307,183 @@ class _Transaction:
                 dst,
                 trigger,
                 text,
-                None if blocked_by is None else tuple(blocked_by),
+                blockers,
+                check,
+                exit_code,
+                duration_s,
+                flag,
             )
         )
 
 
-def _entry(row: Sequence[Any]) -> LogEntry:
-    seq, ts, agent, item, src, dst, trigger, text, blocked_by = row
-    return LogEntry(
-        int(seq),
-        str(ts),
-        agent,
-        str(item),
-        src,
-        str(dst),
-        str(trigger),
-        text,
-        None if blocked_by is None else tuple(json.loads(blocked_by)),
+def _label(value: object) -> str:
+    """A stored value shown in a one-line message: as is when printable, else its repr."""
+    return value if isinstance(value, str) and value and value.isprintable() else repr(value)
+
+
+def _malformed(where: str, what: str) -> StoreError:
+    return StoreError(
+        f"{where}: the store's row is malformed ({what}); repair it by hand or restore the store"
     )
+
+
+def _ids(value: object, where: str, field: str) -> tuple[str, ...]:
+    if value == "[]":
+        return ()  # most items wait on nothing: no JSON to read
+    try:
+        ids = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        ids = None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise _malformed(where, f"{field} is {_label(value)}, not a list of ids")
+    return tuple(ids)
 
 
 def _item(row: Sequence[Any]) -> BoardItem:
     item_id, text, status, owner, lease_until, blocked_by = row
+    if not isinstance(item_id, str) or not item_id or not item_id.isprintable():
+        raise _malformed("an item", f"its id is {_label(item_id)}")
+    where = f"item #{_label(item_id)}"
+    if not isinstance(text, str) or not text:
+        raise _malformed(where, f"its text is {_label(text)}")
+    state = _STATUSES.get(status) if isinstance(status, str) else None
+    if state is None:
+        raise _malformed(where, f"its status is {_label(status)}")
+    if owner is not None and (not isinstance(owner, str) or name_problem(owner) is not None):
+        raise _malformed(where, f"its owner is {_label(owner)}")
+    if lease_until is not None and (
+        isinstance(lease_until, bool)
+        or not isinstance(lease_until, int | float)
+        or not math.isfinite(lease_until)
+    ):
+        raise _malformed(where, f"its lease is {_label(lease_until)}, not a finite time")
     return BoardItem(
-        str(item_id),
-        str(text),
-        Status(status),
+        item_id,
+        text,
+        state,
         owner,
         None if lease_until is None else float(lease_until),
-        tuple(json.loads(blocked_by)),
+        _ids(blocked_by, where, "blocked_by"),
+    )
+
+
+def _entry(row: Sequence[Any]) -> LogEntry:
+    (seq, ts, agent, item, src, dst, trigger, text, blocked_by, check, code, took, flag) = row
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        raise _malformed("a log line", f"its seq is {_label(seq)}")
+    where = f"log line seq {seq}"
+    for field, value, may_be_none in (
+        ("ts", ts, False),
+        ("item", item, False),
+        ("dst", dst, False),
+        ("trigger", trigger, False),
+        ("agent", agent, True),
+        ("src", src, True),
+        ("text", text, True),
+        ("check", check, True),
+        ("flag", flag, True),
+    ):
+        if not (isinstance(value, str) or (value is None and may_be_none)):
+            raise _malformed(where, f"its {field} is {_label(value)}")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+        raise _malformed(where, f"its exit code is {_label(code)}")
+    if took is not None and (isinstance(took, bool) or not isinstance(took, int | float)):
+        raise _malformed(where, f"its duration is {_label(took)}")
+    return LogEntry(
+        seq,
+        ts,
+        agent,
+        item,
+        src,
+        dst,
+        trigger,
+        text,
+        None if blocked_by is None else _ids(blocked_by, where, "blocked_by"),
+        check,
+        code,
+        None if took is None else float(took),
+        flag,
     )
 
 
 @attrs.define(slots=False, eq=False)
 class _StoredItem:
-    """The item machine's model for one stored item: its guards read the store."""
+    """The item machine's model for the item being moved: its guards read the store.
 
-    tx: _Transaction
-    row: BoardItem
-    actor: str | None
+    One per store, pointed at each item in turn (adding a model to the machine binds every
+    trigger to it, which costs more than the edge itself).
+    """
+
+    tx: _Transaction | None = None
+    row: BoardItem | None = None
+    actor: str | None = None
+    #: A release with ``force``, or a person's cancel: the owner's hold does not stop it.
+    override: bool = False
+    #: A completion by hand without running the item's check (``--skip-check``).
+    skip_check: bool = False
     state: str = ""
     fired: list[tuple[str, str, str]] = attrs.Factory(list)
+
+    def point(self, tx: _Transaction, row: BoardItem, actor: str | None, **flags: bool) -> None:
+        self.tx, self.row, self.actor, self.state = tx, row, actor, str(row.status)
+        self.override = flags.get("override", False)
+        self.skip_check = flags.get("skip_check", False)
+        self.fired = []
 
     # Guards named in ITEM_TRANSITIONS.
     def no_other_item_in_progress(self, event: EventData) -> bool:
         # On a shared board the rule holds per owner: each agent works one item at a time.
+        assert self.tx is not None and self.row is not None
         return not self.tx.query(
-            "SELECT id FROM board_items WHERE status = 'in_progress' AND owner = ? AND id <> ?",
+            "SELECT id FROM {items} WHERE status = 'in_progress' AND owner = ? AND id <> ?",
             self.actor,
             self.row.id,
         )
 
     def dependencies_completed(self, event: EventData) -> bool:
+        assert self.tx is not None and self.row is not None
         return not _unfinished(self.tx, self.row.blocked_by)
 
     def held_by_actor(self, event: EventData) -> bool:
-        return self.row.owner is None or self.row.owner == self.actor
+        assert self.row is not None
+        return self.override or self.row.owner is None or self.row.owner == self.actor
 
     def lease_expired(self, event: EventData) -> bool:
+        assert self.tx is not None and self.row is not None
         return self.row.lease_until is not None and self.row.lease_until < self.tx.now
 
     def check_passes(self, event: EventData) -> bool:
-        return True  # acceptance checks on a shared board are not built yet
+        assert self.tx is not None and self.row is not None
+        return self.skip_check or _check_passed(self.tx, self.row.id)
 
     def record_transition(self, event: EventData) -> None:
         assert event.transition is not None
         self.fired.append((event.event.name, event.transition.source, str(event.transition.dest)))
+
+
+def _check_of(tx: _Transaction, item_id: str) -> tuple[str, str | None] | None:
+    """The item's check and who set it, or None."""
+    rows = tx.query("SELECT command, set_by FROM {checks} WHERE item = ?", item_id)
+    return (str(rows[0][0]), rows[0][1]) if rows else None
+
+
+def _check_passed(tx: _Transaction, item_id: str) -> bool:
+    """No check, or a passing run of the current one logged since the item last started."""
+    check = _check_of(tx, item_id)
+    if check is None:
+        return True
+    ((started,),) = tx.query(
+        "SELECT MAX(seq) FROM {log} WHERE item = ? AND trigger = 'start'", item_id
+    )
+    return bool(
+        tx.query(
+            "SELECT seq FROM {log} WHERE item = ? AND seq > ? AND trigger = 'check' "
+            "AND exit_code = 0 AND check_command = ?",
+            item_id,
+            started or 0,
+            check[0],
+        )
+    )
 
 
 def _unfinished(tx: _Transaction, blockers: Sequence[str]) -> list[str]:
@@ -301,18 +493,23 @@ def _unfinished(tx: _Transaction, blockers: Sequence[str]) -> list[str]:
     done = {
         str(row[0])
         for row in tx.query(
-            f"SELECT id FROM board_items WHERE status = 'completed' AND id IN ({marks})",
+            f"SELECT id FROM {{items}} WHERE status = 'completed' AND id IN ({marks})",
             *blockers,
         )
     }
     return [blocker for blocker in blockers if blocker not in done]
 
 
+def _refuse(problem: str | None, item_id: str | None = None) -> None:
+    if problem is not None:
+        raise BoardError(problem, item_id)
+
+
 class BoardChange:
     """The operations of one transaction on the board (:meth:`SqlBoardStore.change`)."""
 
-    def __init__(self, machine: ItemMachine, tx: _Transaction) -> None:
-        self._machine, self._tx = machine, tx
+    def __init__(self, edges: _Edges, tx: _Transaction) -> None:
+        self._edges, self._tx = edges, tx
 
     @property
     def now(self) -> float:
@@ -338,18 +535,91 @@ class BoardChange:
         item_id: str | None = None,
         check: str | None = None,
     ) -> BoardItem:
-        if not text.strip():
-            raise BoardError("the item's text is empty; say what is to be done", item_id)
-        added = _add(self._tx, text.strip(), agent, tuple(blocked_by), item_id)
-        if check is not None and check.strip():
-            self._tx.run(
-                "INSERT INTO board_checks (item, command) VALUES (?, ?)", added.id, check.strip()
-            )
-        return added
+        """A new pending item (see :meth:`SqlBoardStore.add`)."""
+        _refuse(text_problem(text.strip() if isinstance(text, str) else text), item_id)
+        if agent is not None:
+            _refuse(name_problem(agent), item_id)
+        if item_id is not None:
+            _refuse(_id_problem(item_id), item_id)
+        command = check.strip() if check is not None and check.strip() else None
+        if command is not None:
+            _refuse(text_problem(command, "check command"), item_id)
+        return _add(
+            self._tx,
+            text.strip(),
+            agent,
+            blocked_by=tuple(blocked_by),
+            item_id=item_id,
+            check=command,
+        )
 
     def checks(self) -> dict[str, str]:
         """Each item's acceptance check, by item id (items without one are not there)."""
-        return _checks(self._tx)
+        return {item: command for item, (command, _) in _checks(self._tx).items()}
+
+    def edit(
+        self,
+        item_id: str,
+        *,
+        agent: str,
+        text: str | None = None,
+        blocked_by: Sequence[str] | None = None,
+        check: str | None = None,
+    ) -> BoardItem:
+        """Change an unfinished item's text, blockers (a pending item's) or check (``""``: none).
+
+        Logged as an ``edit`` line with the item's new text, blockers and check. Changing
+        nothing logs nothing.
+        """
+        tx = self._tx
+        _refuse(name_problem(agent), item_id)
+        row = _existing(tx, item_id)
+        if row.status in _FINAL:
+            raise BoardError(f"item #{item_id} is {row.status}; a finished item is not edited")
+        new_text = row.text if text is None else text.strip()
+        _refuse(text_problem(new_text), item_id)
+        new_blockers = row.blocked_by if blocked_by is None else tuple(dict.fromkeys(blocked_by))
+        if new_blockers != row.blocked_by:
+            if row.status != Status.PENDING:
+                raise BoardError(
+                    f"item #{item_id} is {row.status}; only a pending item's blockers change",
+                    item_id,
+                )
+            _check_blockers(tx, item_id, new_blockers)
+        held = _check_of(tx, item_id)
+        old_check = held[0] if held else ""
+        new_check = old_check if check is None else check.strip()
+        if new_check:
+            _refuse(text_problem(new_check, "check command"), item_id)
+        if (new_text, new_blockers, new_check) == (row.text, row.blocked_by, old_check):
+            return row
+        tx.run(
+            "UPDATE {items} SET text = ?, blocked_by = ? WHERE id = ?",
+            new_text,
+            json.dumps(list(new_blockers)),
+            item_id,
+        )
+        if new_check != old_check:
+            tx.run("DELETE FROM {checks} WHERE item = ?", item_id)
+            if new_check:
+                tx.run(
+                    "INSERT INTO {checks} (item, command, set_by) VALUES (?, ?, ?)",
+                    item_id,
+                    new_check,
+                    agent,
+                )
+        status = str(row.status)
+        tx.log(
+            agent,
+            item_id,
+            status,
+            status,
+            "edit",
+            text=new_text,
+            blocked_by=new_blockers,
+            check=new_check,
+        )
+        return attrs.evolve(row, text=new_text, blocked_by=new_blockers)
 
     def claim(
         self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
@@ -360,73 +630,199 @@ class BoardChange:
         lease. Raises :class:`NothingClaimable` when no item is ready, :class:`BoardError`
         when the named one cannot start (another agent holds it, its blockers are unfinished…).
         """
+        _refuse(agent_problem(agent), item_id)
+        _refuse(lease_problem(lease), item_id)
         tx = self._tx
         if item_id is None:
             held = tx.query(
-                "SELECT id FROM board_items WHERE status = 'in_progress' AND owner = ?", agent
+                f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress' AND owner = ?",
+                agent,
             )
             # An agent that holds an item (a restarted worker) gets it back, renewed.
-            item_id = str(held[0][0]) if held else _next_ready(tx)
-        row = tx.item(item_id)
-        if row is None:
-            raise BoardError(f"no item #{item_id} on this board", item_id)
+            row = _item(held[0]) if held else _next_ready(tx)
+            item_id = row.id
+        else:
+            row = _existing(tx, item_id)
+        until = tx.now + lease
         if row.status == Status.IN_PROGRESS and row.owner == agent:
-            return _renew_one(tx, row, lease)
-        _fire(self._machine, tx, row, "start", agent)
+            tx.run("UPDATE {items} SET lease_until = ? WHERE id = ?", until, row.id)
+            return attrs.evolve(row, lease_until=until)
+        status = self._edges.fire(tx, row, "start", agent)
         tx.run(
-            "UPDATE board_items SET owner = ?, lease_until = ? WHERE id = ?",
+            "UPDATE {items} SET status = ?, owner = ?, lease_until = ? WHERE id = ?",
+            status,
             agent,
-            tx.now + lease,
+            until,
             item_id,
         )
-        claimed = tx.item(item_id)
-        assert claimed is not None
-        return claimed
+        return attrs.evolve(row, status=Status(status), owner=agent, lease_until=until)
 
-    def complete(self, item_id: str, *, agent: str) -> BoardItem:
-        return self._move(item_id, "complete", agent)
+    def complete(self, item_id: str, *, agent: str, skip_check: bool = False) -> BoardItem:
+        """Complete an item ``agent`` holds.
 
-    def release(self, item_id: str, *, agent: str) -> BoardItem:
-        return self._move(item_id, "pause", agent)
+        One with a check needs a passing run logged since it last started
+        (:meth:`record_check`), or ``skip_check`` (logged as such).
+        """
+        _refuse(name_problem(agent), item_id)
+        tx = self._tx
+        row = _existing(tx, item_id)
+        flag = "skip_check" if skip_check and _check_of(tx, item_id) is not None else None
+        status = self._edges.fire(tx, row, "complete", agent, flag=flag, skip_check=skip_check)
+        # The completer stays on record as the owner.
+        tx.run("UPDATE {items} SET status = ?, lease_until = NULL WHERE id = ?", status, item_id)
+        return attrs.evolve(row, status=Status(status), lease_until=None)
+
+    def release(self, item_id: str, *, agent: str, force: bool = False) -> BoardItem:
+        """Give a claimed item back (``pause``); with ``force``, whoever holds it (logged)."""
+        _refuse(name_problem(agent), item_id)
+        row = _existing(self._tx, item_id)
+        forced = force and row.owner not in (None, agent)
+        return self._free(row, "pause", agent, flag="force" if forced else None, override=force)
 
     def cancel(self, item_id: str, *, agent: str) -> BoardItem:
-        return self._move(item_id, "cancel", agent)
+        """Cancel an item: an agent, one it holds or no one does; a person, any unfinished one.
 
-    def _move(self, item_id: str, trigger: str, agent: str) -> BoardItem:
+        An item whose check a person set is cancelled by a person only.
+        """
+        _refuse(name_problem(agent), item_id)
         tx = self._tx
-        row = tx.item(item_id)
-        if row is None:
-            raise BoardError(f"no item #{item_id} on this board", item_id)
-        _fire(self._machine, tx, row, trigger, agent)
-        if trigger != "complete":  # the completer stays on record; a released item is free
-            tx.run("UPDATE board_items SET owner = NULL, lease_until = NULL WHERE id = ?", item_id)
-        else:
-            tx.run("UPDATE board_items SET lease_until = NULL WHERE id = ?", item_id)
-        moved = tx.item(item_id)
-        assert moved is not None
-        return moved
+        row = _existing(tx, item_id)
+        check = _check_of(tx, item_id)
+        if not is_person(agent) and check is not None and _persons(check[1]):
+            raise BoardError(
+                f"item #{item_id} carries a check a person set ({_label(check[0])}); only a "
+                "person may cancel it (board cancel); make the check pass instead",
+                item_id,
+                row.owner,
+            )
+        return self._free(row, "cancel", agent, override=is_person(agent))
+
+    def record_check(
+        self, item_id: str, *, agent: str, command: str, exit_code: int, duration_s: float
+    ) -> LogEntry:
+        """Log one run of an item's check (who ran it, the command, its exit code, how long)."""
+        _refuse(name_problem(agent), item_id)
+        row = _existing(self._tx, item_id)
+        status = str(row.status)
+        self._tx.log(
+            agent,
+            item_id,
+            status,
+            status,
+            "check",
+            check=command,
+            exit_code=int(exit_code),
+            duration_s=round(float(duration_s), 3),
+        )
+        return self._tx.appended[-1]
+
+    def _free(
+        self,
+        row: BoardItem,
+        trigger: str,
+        agent: str,
+        *,
+        flag: str | None = None,
+        override: bool = False,
+    ) -> BoardItem:
+        tx = self._tx
+        status = self._edges.fire(tx, row, trigger, agent, flag=flag, override=override)
+        tx.run(
+            "UPDATE {items} SET status = ?, owner = NULL, lease_until = NULL WHERE id = ?",
+            status,
+            row.id,
+        )
+        return attrs.evolve(row, status=Status(status), owner=None, lease_until=None)
+
+
+def _persons(set_by: str | None) -> bool:
+    """Whether a check was set by a person (by hand, or before stores recorded who set it)."""
+    return set_by is None or is_person(set_by)
+
+
+def _id_problem(item_id: object) -> str | None:
+    if not isinstance(item_id, str) or not item_id.strip() or not item_id.isprintable():
+        return f"item id {_label(item_id)} must be non-empty printable text, e.g. 3"
+    return None
+
+
+def _existing(tx: _Transaction, item_id: str) -> BoardItem:
+    row = tx.item(item_id)
+    if row is None:
+        raise BoardError(f"no item #{_label(item_id)} on this board", item_id)
+    return row
+
+
+class _Edges:
+    """Fires the item machine's edges on stored items and logs each one."""
+
+    def __init__(self) -> None:
+        self._machine = ItemMachine()
+        self._model = _StoredItem()
+        self._machine.add_model(self._model, initial=Status.PENDING.value)
+
+    def fire(
+        self,
+        tx: _Transaction,
+        row: BoardItem,
+        trigger: str,
+        actor: str | None,
+        *,
+        flag: str | None = None,
+        override: bool = False,
+        skip_check: bool = False,
+    ) -> str:
+        """Fire ``trigger`` on ``row``; log the edge and return the new status, or raise why not.
+
+        The caller writes the status (with whatever else the edge changes) in one update.
+        """
+        model = self._model
+        model.point(tx, row, actor, override=override, skip_check=skip_check)
+        try:
+            fired = getattr(model, trigger)()
+        except MachineError:
+            raise BoardError(_no_edge(row, trigger), row.id, row.owner) from None
+        if not fired:
+            raise _refused(tx, row, trigger, actor)
+        status = str(row.status)
+        for name, src, dst in model.fired:
+            who = row.owner if name == "expire" else actor
+            tx.log(who, row.id, src, dst, name, flag=flag)
+            status = dst
+        return status
 
 
 class SqlBoardStore:
     """A board several agents share, in SQLite or PostgreSQL (see :func:`open_store`)."""
 
-    def __init__(self, dialect: _Dialect, url: str, *, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        dialect: _Dialect,
+        url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        create: bool = True,
+        tables: Tables | None = None,
+    ):
         self.url = url
         self._dialect = dialect
         self._clock = clock
-        self._machine = ItemMachine()
-        self._connection = dialect.connect()
-        with self._transaction(expire=False) as tx:
-            for statement in _SCHEMA:
-                tx.run(statement)
-            have = {str(row[0]) for row in tx.query("SELECT key FROM board_meta")}
-            for key in _META_KEYS:
-                if key not in have:
-                    tx.run(
-                        "INSERT INTO board_meta (key, value) VALUES (?, ?)",
-                        key,
-                        0 if key == "lock" else 1,
-                    )
+        self._tables = tables or Tables()
+        self._edges = _Edges()
+        self._statements: dict[str, str] = {}
+        #: Whether opening made a new board (``board add`` says so).
+        self.created = False
+        self._connection = dialect.connect(create=create)
+        try:
+            self._open(create)
+        except BaseException:
+            self._connection.close()
+            raise
+
+    @property
+    def board(self) -> str | None:
+        """The board's name in its database (None: the default board)."""
+        return self._tables.board
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -436,13 +832,15 @@ class SqlBoardStore:
             return _all_items(tx)
 
     def snapshot(self) -> tuple[tuple[BoardItem, ...], tuple[LogEntry, ...]]:
-        """The items and the whole log, read in one transaction (what ``board check`` needs)."""
+        """The items and the whole log, read in one transaction."""
         with self._transaction() as tx:
-            rows = tx.query(
-                "SELECT seq, ts, agent, item, src, dst, trigger, text, blocked_by "
-                "FROM board_log ORDER BY seq"
-            )
-            return _all_items(tx), tuple(_entry(row) for row in rows)
+            return _all_items(tx), _all_entries(tx)
+
+    def contents(self) -> BoardContents:
+        """The items, the whole log and every check, read in one transaction (``board check``)."""
+        with self._transaction() as tx:
+            checks = {item: command for item, (command, _) in _checks(tx).items()}
+            return BoardContents(_all_items(tx), _all_entries(tx), checks)
 
     def log(self, after: int = 0) -> Iterator[LogEntry]:
         """The log in order, from the line after ``after``."""
@@ -450,18 +848,38 @@ class SqlBoardStore:
         cursor = self._connection.cursor()
         try:
             cursor.execute(
-                self._dialect.sql(
-                    "SELECT seq, ts, agent, item, src, dst, trigger, text, blocked_by "
-                    "FROM board_log WHERE seq > ? ORDER BY seq"
-                ),
+                self._sql(f"SELECT {_LOG_COLUMNS} FROM {{log}} WHERE seq > ? ORDER BY seq"),
                 (after,),
             )
             rows = cursor.fetchall()
+        except self._dialect.errors as error:
+            raise _store_failed(error) from None
         finally:
             cursor.close()
-        self._dialect.end(self._connection, commit=False)
+            self._dialect.end(self._connection, commit=False)
         for row in rows:
             yield _entry(row)
+
+    def checks(self) -> dict[str, str]:
+        """Each item's acceptance check, by item id."""
+        with self._transaction(expire=False) as tx:
+            return {item: command for item, (command, _) in _checks(tx).items()}
+
+    def check_setters(self) -> dict[str, str | None]:
+        """Who set each item's check (``person:…``, an agent; None: a store that did not say)."""
+        with self._transaction(expire=False) as tx:
+            return {item: set_by for item, (_, set_by) in _checks(tx).items()}
+
+    def teams(self) -> dict[str, tuple[str, ...]]:
+        """Each team with unfinished items here, and their ids (see :func:`item_teams`)."""
+        items, entries = self.snapshot()
+        owners = item_teams(entries)
+        found: dict[str, list[str]] = {}
+        for item in items:
+            team = owners.get(item.id)
+            if team is not None and item.status not in _FINAL:
+                found.setdefault(team, []).append(item.id)
+        return {team: tuple(ids) for team, ids in found.items()}
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -469,7 +887,7 @@ class SqlBoardStore:
     def change(self) -> Iterator[BoardChange]:
         """Several operations as one transaction: all of them happen, or (on an error) none."""
         with self._transaction() as tx:
-            yield BoardChange(self._machine, tx)
+            yield BoardChange(self._edges, tx)
 
     def add(
         self,
@@ -482,18 +900,28 @@ class SqlBoardStore:
     ) -> BoardItem:
         """A new pending item; its id is the next number unless one is given.
 
-        ``check`` is its acceptance check: an agent's run completes it only once the command
-        passes where that agent's bash runs.
+        ``text`` is one printable line. ``check`` is its acceptance check: an agent's run
+        completes it only once the command passes where that agent's bash runs. Whoever adds
+        it (``agent``) set the check: a person's (``person:…``, or no agent named) is cancelled
+        by a person only.
         """
         with self.change() as change:
             return change.add(
                 text, agent=agent, blocked_by=blocked_by, item_id=item_id, check=check
             )
 
-    def checks(self) -> dict[str, str]:
-        """Each item's acceptance check, by item id."""
-        with self._transaction(expire=False) as tx:
-            return _checks(tx)
+    def edit(
+        self,
+        item_id: str,
+        *,
+        agent: str,
+        text: str | None = None,
+        blocked_by: Sequence[str] | None = None,
+        check: str | None = None,
+    ) -> BoardItem:
+        """Change an item's text, blockers or check (see :meth:`BoardChange.edit`)."""
+        with self.change() as change:
+            return change.edit(item_id, agent=agent, text=text, blocked_by=blocked_by, check=check)
 
     def claim(
         self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
@@ -502,30 +930,46 @@ class SqlBoardStore:
         with self.change() as change:
             return change.claim(agent, lease=lease, item_id=item_id)
 
-    def complete(self, item_id: str, *, agent: str) -> BoardItem:
+    def complete(self, item_id: str, *, agent: str, skip_check: bool = False) -> BoardItem:
+        """Complete an item ``agent`` holds (see :meth:`BoardChange.complete`)."""
         with self.change() as change:
-            return change.complete(item_id, agent=agent)
+            return change.complete(item_id, agent=agent, skip_check=skip_check)
 
-    def release(self, item_id: str, *, agent: str) -> BoardItem:
-        """Give a claimed item back (the ``pause`` edge): pending again, owned by no one."""
+    def release(self, item_id: str, *, agent: str, force: bool = False) -> BoardItem:
+        """Give a claimed item back (the ``pause`` edge): pending again, owned by no one.
+
+        With ``force`` the item is freed whoever holds it (a dead agent's), logged as forced.
+        """
         with self.change() as change:
-            return change.release(item_id, agent=agent)
+            return change.release(item_id, agent=agent, force=force)
 
     def cancel(self, item_id: str, *, agent: str) -> BoardItem:
+        """Cancel an item (see :meth:`BoardChange.cancel`)."""
         with self.change() as change:
             return change.cancel(item_id, agent=agent)
 
+    def record_check(
+        self, item_id: str, *, agent: str, command: str, exit_code: int, duration_s: float
+    ) -> LogEntry:
+        """Log one run of an item's check (see :meth:`BoardChange.record_check`)."""
+        with self.change() as change:
+            return change.record_check(
+                item_id, agent=agent, command=command, exit_code=exit_code, duration_s=duration_s
+            )
+
     def renew(self, agent: str, *, lease: float = DEFAULT_LEASE) -> int:
         """Push out the lease of every item ``agent`` holds; how many it holds."""
+        _refuse(lease_problem(lease))
         with self._transaction() as tx:
             held = tx.query(
-                "SELECT id FROM board_items WHERE status = 'in_progress' AND owner = ?", agent
+                "SELECT id FROM {items} WHERE status = 'in_progress' AND owner = ?", agent
             )
-            tx.run(
-                "UPDATE board_items SET lease_until = ? WHERE status = 'in_progress' AND owner = ?",
-                tx.now + lease,
-                agent,
-            )
+            if held:
+                tx.run(
+                    "UPDATE {items} SET lease_until = ? WHERE status = 'in_progress' AND owner = ?",
+                    tx.now + lease,
+                    agent,
+                )
             return len(held)
 
     def close(self) -> None:
@@ -539,49 +983,226 @@ class SqlBoardStore:
 
     # -- internals ----------------------------------------------------------------------------
 
-    @contextmanager
-    def _transaction(self, *, expire: bool = True) -> Iterator[_Transaction]:
-        connection = self._connection
-        self._dialect.begin(connection)
+    def _sql(self, text: str) -> str:
+        """A statement with this board's table names and the dialect's placeholders (cached)."""
+        done = self._statements.get(text)
+        if done is None:
+            done = self._statements[text] = self._dialect.sql(self._tables.sql(text))
+        return done
+
+    def _open(self, create: bool) -> None:
+        """Sort the database, then make this board's tables or upgrade them (never another's)."""
+        dialect, connection, tables = self._dialect, self._connection, self._tables
+        found = schema.sort_tables(dialect.tables(connection), tables)
+        where = self.url if tables.board is None else f"{self.url} (board {tables.board})"
+        if found.missing:
+            raise BoardUrlError(
+                f"{where}: a damaged board: its {tables.name(found.missing[0])} table is missing"
+            )
+        if not found.board:
+            if found.foreign and not found.others:
+                shown = ", ".join(found.foreign[:5])
+                raise BoardUrlError(
+                    f"{self.url}: not a board database (it holds other tables: {shown}); "
+                    "give a new file or an empty database"
+                )
+            if not create:
+                if found.others:
+                    which = "no such board" if tables.board else "no default board"
+                    raise NoBoard(
+                        f"{where}: {which} here (boards here: {', '.join(found.others)}; "
+                        "pick one with ?board=NAME)"
+                    )
+                raise NoBoard(f"{where}: no board there (board add starts one)")
+        dialect.prepare(connection)
+        self.created = not found.board
+        if found.board and self._schema() == schema.SCHEMA:
+            return  # a current board: no DDL (it would queue behind the writers' locks)
         cursor = connection.cursor()
         try:
-            tx = _Transaction(cursor, self._dialect, self._clock())
-            if expire:
-                _expire(self._machine, tx)
-            yield tx
+            dialect.begin_setup(connection)
+            if found.board and dialect.row_lock:
+                # Upgrading a board agents may be using: writers first take this row, so none
+                # is mid-transaction while the tables change under it.
+                cursor.execute(self._sql("SELECT value FROM {meta} WHERE key = 'lock' FOR UPDATE"))
+            self._setup(cursor)
+            dialect.end(connection, commit=True)
+        except dialect.errors as error:
+            dialect.end(connection, commit=False)
+            raise BoardUrlError(f"{where}: cannot open the board: {_first_line(error)}") from None
         except BaseException:
-            self._dialect.end(connection, commit=False)
+            dialect.end(connection, commit=False)
+            raise
+        finally:
+            cursor.close()
+
+    def _schema(self) -> int | None:
+        """The schema the board's meta table records (None: a store from before schema 2)."""
+        dialect, connection = self._dialect, self._connection
+        dialect.begin_read(connection)
+        cursor = connection.cursor()
+        try:
+            cursor.execute(self._sql("SELECT value FROM {meta} WHERE key = 'schema'"))
+            row = cursor.fetchone()
+        except dialect.errors as error:
+            raise BoardUrlError(
+                f"{self.url}: cannot read the board: {_first_line(error)}"
+            ) from None
+        finally:
+            cursor.close()
+            _end_quietly(dialect, connection)
+        value = None if row is None else row[0]
+        if isinstance(value, int) and value > schema.SCHEMA:
+            raise BoardUrlError(
+                f"{self.url}: the board's schema {value} was written by a newer orchestrator; "
+                f"this one reads schema {schema.SCHEMA}"
+            )
+        return value if isinstance(value, int) else None
+
+    def _setup(self, cursor: _Cursor) -> None:
+        """Make the tables and counters that are missing, and add schema 2's columns."""
+        dialect, tables = self._dialect, self._tables
+        for statement in schema.statements(tables, dialect.name):
+            cursor.execute(statement)
+        for table, column, kind in schema.added_columns(tables):
+            if column not in dialect.columns(self._connection, table):
+                cursor.execute(f'ALTER TABLE "{table}" ADD COLUMN {column} {kind}')
+        cursor.execute(self._sql("SELECT key, value FROM {meta}"))
+        have = {str(key): value for key, value in cursor.fetchall()}
+        wanted = (*schema.counters(), ("schema", schema.SCHEMA))
+        for key, start in wanted:
+            if key not in have:
+                cursor.execute(
+                    self._sql("INSERT INTO {meta} (key, value) VALUES (?, ?)"), (key, start)
+                )
+        if have.get("schema") != schema.SCHEMA:
+            cursor.execute(
+                self._sql("UPDATE {meta} SET value = ? WHERE key = 'schema'"), (schema.SCHEMA,)
+            )
+
+    @contextmanager
+    def _transaction(self, *, expire: bool = True) -> Iterator[_Transaction]:
+        connection, dialect = self._connection, self._dialect
+        try:
+            dialect.begin(connection)
+        except dialect.errors as error:
+            raise _store_failed(error) from None
+        cursor = connection.cursor()
+        try:
+            tx = _Transaction(cursor, self._sql, self._clock())
+            if dialect.row_lock:
+                tx.query("SELECT value FROM {meta} WHERE key = 'lock' FOR UPDATE")
+            if expire:
+                _expire(self._edges, tx)
+            yield tx
+        except dialect.errors as error:
+            _end_quietly(dialect, connection)
+            raise _store_failed(error) from None
+        except BaseException:
+            _end_quietly(dialect, connection)
             raise
         else:
-            self._dialect.end(connection, commit=True)
+            try:
+                dialect.end(connection, commit=True)
+            except dialect.errors as error:
+                raise _store_failed(error) from None
         finally:
             cursor.close()
 
 
-def _checks(tx: _Transaction) -> dict[str, str]:
+def _end_quietly(dialect: _Dialect, connection: Any) -> None:
+    """Roll back; a connection already lost has nothing to roll back."""
+    with contextlib.suppress(*dialect.errors):
+        dialect.end(connection, commit=False)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _store_failed(error: BaseException) -> StoreError:
+    return StoreError(f"the board's database failed: {_first_line(error)}")
+
+
+def item_teams(entries: Sequence[LogEntry] | Iterator[LogEntry]) -> dict[str, str]:
+    """The team each item belongs to, by the log.
+
+    That is the team of the agent that added it, else of the agent that last started it
+    (``TEAM/worker-1`` is team ``TEAM``; a person and a name without ``/`` are no team's).
+    """
+    added: dict[str, str | None] = {}
+    started: dict[str, str] = {}
+    for entry in entries:
+        if entry.trigger == "add":
+            added[entry.item] = team_of(entry.agent)
+        elif entry.trigger == "start":
+            team = team_of(entry.agent)
+            if team is not None:
+                started[entry.item] = team
+    found: dict[str, str] = {}
+    for item, team in added.items():
+        owner = team or started.get(item)
+        if owner is not None:
+            found[item] = owner
+    return found
+
+
+def _checks(tx: _Transaction) -> dict[str, tuple[str, str | None]]:
     return {
-        str(item): str(command)
-        for item, command in tx.query("SELECT item, command FROM board_checks")
+        str(item): (str(command), set_by)
+        for item, command, set_by in tx.query("SELECT item, command, set_by FROM {checks}")
     }
 
 
 def _all_items(tx: _Transaction) -> tuple[BoardItem, ...]:
-    rows = tx.query(
-        "SELECT id, text, status, owner, lease_until, blocked_by FROM board_items ORDER BY position"
-    )
+    rows = tx.query(f"SELECT {_ITEM_COLUMNS} FROM {{items}} ORDER BY position")
     return tuple(_item(row) for row in rows)
+
+
+def _all_entries(tx: _Transaction) -> tuple[LogEntry, ...]:
+    rows = tx.query(f"SELECT {_LOG_COLUMNS} FROM {{log}} ORDER BY seq")
+    return tuple(_entry(row) for row in rows)
+
+
+def _check_blockers(tx: _Transaction, item_id: str | None, blockers: Sequence[str]) -> None:
+    """Every blocker exists, is not the item itself, and none waits (in a chain) on it."""
+    for blocker in blockers:
+        if blocker == item_id:
+            raise BoardError(f"--blocked-by {_label(blocker)}: an item cannot wait on itself")
+        if tx.item(blocker) is None:
+            raise BoardError(
+                f"--blocked-by {_label(blocker)}: no item #{_label(blocker)} on this board",
+                blocker,
+            )
+    if item_id is None or not blockers:
+        return
+    waits = {item.id: item.blocked_by for item in _all_items(tx)}
+    seen, frontier = set(), list(blockers)
+    while frontier:
+        current = frontier.pop()
+        if current == item_id:
+            raise BoardError(
+                f"item #{item_id} cannot wait on {', '.join('#' + b for b in blockers)}: "
+                f"that chain already waits on #{item_id}",
+                item_id,
+            )
+        if current not in seen:
+            seen.add(current)
+            frontier.extend(waits.get(current, ()))
 
 
 def _add(
     tx: _Transaction,
     text: str,
     agent: str | None,
+    *,
     blocked_by: tuple[str, ...],
     item_id: str | None,
+    check: str | None,
 ) -> BoardItem:
-    for blocker in blocked_by:
-        if tx.item(blocker) is None:
-            raise BoardError(f"--blocked-by {blocker}: no item #{blocker} on this board", blocker)
+    blocked_by = tuple(dict.fromkeys(blocked_by))
+    _check_blockers(tx, None, blocked_by)
     if item_id is None:
         while True:  # ids the model chose may have taken some numbers already
             item_id = str(tx.take("next_id"))
@@ -590,57 +1211,64 @@ def _add(
     elif tx.item(item_id) is not None:
         raise BoardError(f"item #{item_id} exists already; ids are never reused", item_id)
     tx.run(
-        "INSERT INTO board_items (id, position, text, status, owner, lease_until, blocked_by) "
+        "INSERT INTO {items} (id, position, text, status, owner, lease_until, blocked_by) "
         "VALUES (?, ?, ?, 'pending', NULL, NULL, ?)",
         item_id,
         tx.take("next_position"),
         text,
         json.dumps(list(blocked_by)),
     )
-    tx.log(agent, item_id, None, "pending", "add", text=text, blocked_by=blocked_by)
+    if check is not None:
+        tx.run(
+            "INSERT INTO {checks} (item, command, set_by) VALUES (?, ?, ?)", item_id, check, agent
+        )
+    tx.log(
+        agent,
+        item_id,
+        None,
+        "pending",
+        "add",
+        text=text,
+        blocked_by=blocked_by,
+        check=check or "",
+    )
     return BoardItem(item_id, text, Status.PENDING, blocked_by=blocked_by)
 
 
-def _fire(
-    machine: ItemMachine, tx: _Transaction, row: BoardItem, trigger: str, actor: str | None
-) -> None:
-    """Fire ``trigger`` on ``row`` through the item machine; log the edge, or raise why not."""
-    model = _StoredItem(tx, row, actor)
-    machine.add_model(model, initial=str(row.status))
-    try:
-        fired = getattr(model, trigger)()
-    except MachineError:
-        raise BoardError(_no_edge(row, trigger), row.id, row.owner) from None
-    finally:
-        machine.remove_model(model)
-    if not fired:
-        raise _refused(tx, row, trigger, actor)
-    for name, src, dst in model.fired:
-        tx.log(row.owner if name == "expire" else actor, row.id, src, dst, name)
-        tx.run("UPDATE board_items SET status = ? WHERE id = ?", dst, row.id)
-
-
 def _no_edge(row: BoardItem, trigger: str) -> str:
-    what = {"start": "claimed", "complete": "completed", "pause": "released"}.get(trigger, trigger)
+    what = {
+        "start": "claimed",
+        "complete": "completed",
+        "pause": "released",
+        "cancel": "cancelled",
+    }.get(trigger, trigger)
     held = f" by {row.owner}" if row.owner and row.status == Status.IN_PROGRESS else ""
     return f"item #{row.id} is {row.status}{held}; it cannot be {what}"
 
 
 def _refused(tx: _Transaction, row: BoardItem, trigger: str, actor: str | None) -> BoardError:
     if trigger in ("complete", "pause", "cancel") and row.owner not in (None, actor):
+        hint = " (a person frees it with board release --force)" if trigger == "pause" else ""
         return BoardError(
-            f"item #{row.id} is held by {row.owner}; only its owner may {trigger} it",
+            f"item #{row.id} is held by {row.owner}; only its owner may {trigger} it{hint}",
             row.id,
             row.owner,
         )
+    if trigger == "complete":
+        check = _check_of(tx, row.id)
+        if check is not None:
+            return BoardError(
+                f"item #{row.id} has a check ({_label(check[0])}) and no passing run of it is "
+                "logged since the item was last started; it completes once its check passes "
+                "in an agent's run, or by hand with --skip-check",
+                row.id,
+            )
     if trigger == "start":
         waiting = _unfinished(tx, row.blocked_by)
         if waiting:
             names = ", ".join(f"#{b}" for b in waiting)
             return BoardError(f"item #{row.id} is blocked by {names}; finish those first", row.id)
-        held = tx.query(
-            "SELECT id FROM board_items WHERE status = 'in_progress' AND owner = ?", actor
-        )
+        held = tx.query("SELECT id FROM {items} WHERE status = 'in_progress' AND owner = ?", actor)
         if held:
             return BoardError(
                 f"{actor} already holds #{held[0][0]}; complete or release it before claiming "
@@ -650,41 +1278,54 @@ def _refused(tx: _Transaction, row: BoardItem, trigger: str, actor: str | None) 
     return BoardError(f"item #{row.id}: {trigger} refused", row.id)
 
 
-def _next_ready(tx: _Transaction) -> str:
-    pending = tx.query(
-        "SELECT id, blocked_by FROM board_items WHERE status = 'pending' ORDER BY position"
-    )
-    for item_id, blocked_by in pending:
-        if not _unfinished(tx, json.loads(blocked_by)):
-            return str(item_id)
+#: Pending items read per page while looking for a ready one (most boards: the first page).
+_PAGE = 8
+
+
+def _next_ready(tx: _Transaction) -> BoardItem:
+    """The first pending item in board order whose blockers are all completed."""
+    after, pending = -1, 0
+    while True:
+        page = tx.query(
+            f"SELECT {_ITEM_COLUMNS}, position FROM {{items}} "
+            "WHERE status = 'pending' AND position > ? ORDER BY position LIMIT ?",
+            after,
+            _PAGE,
+        )
+        for row in page:
+            item = _item(row[:-1])
+            if not _unfinished(tx, item.blocked_by):
+                return item
+        pending += len(page)
+        if len(page) < _PAGE:
+            break
+        after = page[-1][-1]
     if pending:
         raise NothingClaimable(
-            f"nothing claimable: {len(pending)} pending item(s) wait on blockers",
+            f"nothing claimable: {pending} pending item(s) wait on blockers",
             "waiting on blockers",
         )
-    active = tx.query("SELECT id, owner FROM board_items WHERE status = 'in_progress'")
+    active = tx.query("SELECT id, owner FROM {items} WHERE status = 'in_progress'")
     if active:
         owners = ", ".join(f"#{item_id} ({owner})" for item_id, owner in active[:5])
         raise NothingClaimable(f"nothing claimable: all claimed: {owners}", "all claimed")
     raise NothingClaimable("nothing claimable: all done", "all done")
 
 
-def _renew_one(tx: _Transaction, row: BoardItem, lease: float) -> BoardItem:
-    tx.run("UPDATE board_items SET lease_until = ? WHERE id = ?", tx.now + lease, row.id)
-    return attrs.evolve(row, lease_until=tx.now + lease)
-
-
-def _expire(machine: ItemMachine, tx: _Transaction) -> None:
+def _expire(edges: _Edges, tx: _Transaction) -> None:
     """Fire ``expire`` on every claim whose lease ran out: the owner is gone."""
     stale = tx.query(
-        "SELECT id, text, status, owner, lease_until, blocked_by FROM board_items "
-        "WHERE status = 'in_progress' AND lease_until < ?",
+        f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress' AND lease_until < ?",
         tx.now,
     )
     for row in stale:
         item = _item(row)
-        _fire(machine, tx, item, "expire", None)
-        tx.run("UPDATE board_items SET owner = NULL, lease_until = NULL WHERE id = ?", item.id)
+        status = edges.fire(tx, item, "expire", None)
+        tx.run(
+            "UPDATE {items} SET status = ?, owner = NULL, lease_until = NULL WHERE id = ?",
+            status,
+            item.id,
+        )
 
 
 def items_as_json(items: Sequence[BoardItem]) -> list[Mapping[str, Any]]:

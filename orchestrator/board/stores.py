@@ -1,8 +1,17 @@
-"""Where a shared board lives: ``sqlite:///PATH`` (or a ``.db`` path) or ``postgresql://…``.
+"""Where a shared board lives: ``sqlite:///PATH``, a ``.db`` path, or ``postgresql://…``.
 
 :func:`open_store` turns the ``--board`` value into a store (the ``BoardStore`` protocol of
 :mod:`orchestrator.protocols`); a JSON file is not a store (it belongs to one run:
-:mod:`orchestrator.board_file`).
+:mod:`orchestrator.board.json_file`).
+
+URLs read as SQLAlchemy reads them: ``sqlite:///team.db`` is ``team.db`` in the current
+directory, ``sqlite:////srv/team.db`` the absolute path ``/srv/team.db``. ``?board=NAME`` picks
+one of several boards in one database (``postgresql://host/db?board=NAME``, and for SQLite
+``sqlite:///team.db?board=NAME``); without it, the database's default board.
+
+Opening is quick to fail: a directory, a file that cannot be read, or a database that is not
+a board is one line at once (the busy timeout is for writers waiting on each other, not for
+paths that can never open).
 """
 
 from __future__ import annotations
@@ -12,15 +21,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from orchestrator.board.store import SqlBoardStore
+import attrs
+
+from orchestrator.board.inputs import board_name_problem
+from orchestrator.board.schema import Tables
+from orchestrator.board.store import BoardUrlError, NoBoard, SqlBoardStore
+
+__all__ = ["BUSY_TIMEOUT", "BoardUrlError", "NoBoard", "is_store_url", "open_store", "sqlite_url"]
 
 #: Seconds a writer waits for another's transaction before giving up.
 BUSY_TIMEOUT = 60.0
-
-
-class BoardUrlError(ValueError):
-    """A ``--board`` value that names no store; ``str()`` is one line."""
 
 
 def is_store_url(value: str) -> bool:
@@ -28,34 +40,76 @@ def is_store_url(value: str) -> bool:
     return value.startswith(("sqlite://", "postgresql://", "postgres://")) or value.endswith(".db")
 
 
+def sqlite_url(path: Path, board: str | None = None) -> str:
+    """The URL of a SQLite board at ``path`` (made absolute: ``sqlite:////abs/path``)."""
+    url = f"sqlite:///{Path(path).absolute()}"
+    return url if board is None else f"{url}?board={board}"
+
+
 class _SQLite:
     name = "sqlite"
+    row_lock = False
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def connect(self) -> Any:
-        if not self.path.parent.is_dir():
-            raise BoardUrlError(f"{self.path}: no such directory {self.path.parent}")
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        return (sqlite3.Error,)
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def connect(self, *, create: bool) -> Any:
+        path = self.path
+        if path.is_dir():
+            raise BoardUrlError(f"{path}: is a directory, not a board")
+        if path.exists() and not path.is_file():
+            # A FIFO or a device would hold the open (and the command) until someone wrote.
+            raise BoardUrlError(f"{path}: is not a regular file, not a board")
+        if not path.exists():
+            if not create:
+                raise NoBoard(f"{path}: no board there (board add starts one)")
+            if not path.parent.is_dir():
+                raise BoardUrlError(f"{path}: no such directory {path.parent}")
+        try:
+            return sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            raise BoardUrlError(f"{path}: cannot open the board: {error}") from None
+
+    def tables(self, connection: Any) -> set[str]:
+        try:
+            rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            return {str(row[0]) for row in rows.fetchall()}
+        except sqlite3.DatabaseError as error:
+            if isinstance(error, sqlite3.OperationalError) and "unable to open" in str(error):
+                raise BoardUrlError(f"{self.path}: cannot open the board: {error}") from None
+            raise BoardUrlError(f"{self.path}: not a board database ({error})") from None
+
+    def columns(self, connection: Any, table: str) -> set[str]:
+        rows = connection.execute(f'PRAGMA table_info("{table}")').fetchall()
+        return {str(row[1]) for row in rows}
+
+    def prepare(self, connection: Any) -> None:
+        """WAL for readers beside a writer; only once the file is known to be a board."""
         deadline = time.monotonic() + BUSY_TIMEOUT
         while True:
-            connection = None
             try:
-                connection = sqlite3.connect(
-                    self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
-                )
                 connection.execute("PRAGMA journal_mode=WAL")
                 connection.execute("PRAGMA synchronous=NORMAL")
-                return connection
+                return
             except sqlite3.OperationalError as error:
-                # Agents opening a new board at once race on creating its -wal and -shm files.
-                if connection is not None:
-                    connection.close()
-                if time.monotonic() > deadline:
+                # Agents opening a new board at once race on creating its -wal and -shm files;
+                # anything else (a read-only file, a full disk) will not get better by waiting.
+                busy = "locked" in str(error) or "busy" in str(error)
+                if not busy or time.monotonic() > deadline:
                     raise BoardUrlError(f"{self.path}: cannot open the board: {error}") from None
                 time.sleep(0.05)
-            except sqlite3.DatabaseError as error:
-                raise BoardUrlError(f"{self.path}: not a board database ({error})") from None
+
+    def begin_setup(self, connection: Any) -> None:
+        connection.execute("BEGIN IMMEDIATE")
 
     def begin(self, connection: Any) -> None:
         connection.execute("BEGIN IMMEDIATE")
@@ -73,11 +127,21 @@ class _SQLite:
 
 class _Postgres:
     name = "postgresql"
+    row_lock = True
 
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def connect(self) -> Any:
+    @property
+    def errors(self) -> tuple[type[Exception], ...]:
+        import psycopg
+
+        return (psycopg.Error,)
+
+    def exists(self) -> bool:
+        return True
+
+    def connect(self, *, create: bool) -> Any:
         import psycopg
 
         try:
@@ -86,14 +150,35 @@ class _Postgres:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
             raise BoardUrlError(f"{_shown(self.url)}: cannot connect: {first}") from None
 
-    def begin(self, connection: Any) -> None:
-        # Tables first (a fresh board), under an advisory lock so two creators do not race.
+    def tables(self, connection: Any) -> set[str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT table_name FROM information_schema.tables "
+                "WHERE table_schema = current_schema()"
+            )
+            rows = cursor.fetchall()
+        connection.rollback()
+        return {str(row[0]) for row in rows}
+
+    def columns(self, connection: Any, table: str) -> set[str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_schema = current_schema() AND table_name = %s",
+                (table,),
+            )
+            return {str(row[0]) for row in cursor.fetchall()}
+
+    def prepare(self, connection: Any) -> None:
+        pass
+
+    def begin_setup(self, connection: Any) -> None:
+        # Two agents making one new board at once: one makes the tables, the other waits.
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(7204183)")
-            cursor.execute("SELECT to_regclass('board_meta') IS NOT NULL")
-            (exists,) = cursor.fetchone()
-            if exists:
-                cursor.execute("SELECT value FROM board_meta WHERE key = 'lock' FOR UPDATE")
+
+    def begin(self, connection: Any) -> None:
+        pass  # psycopg opens the transaction; the store locks the board's ``lock`` row first
 
     def begin_read(self, connection: Any) -> None:
         pass  # psycopg opens a transaction at the first statement
@@ -110,8 +195,6 @@ class _Postgres:
 
 def _shown(url: str) -> str:
     """The URL without its password, for a message."""
-    from urllib.parse import urlsplit, urlunsplit
-
     parts = urlsplit(url)
     if parts.password is None:
         return url
@@ -121,23 +204,74 @@ def _shown(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, ""))
 
 
-def open_store(value: str, *, clock: Callable[[], float] = time.time) -> SqlBoardStore:
-    """The store ``value`` names; :class:`BoardUrlError` (one line) when it names none.
+@attrs.frozen
+class StoreAddress:
+    """What a ``--board`` URL names: a database and a board in it."""
 
-    ``clock`` is what leases are measured by (tests move it instead of waiting).
-    """
+    dialect: Any
+    #: The URL as given, without a password: what messages and ``store.url`` show.
+    shown: str
+    #: The board's name in the database (None: the default board).
+    board: str | None = None
+
+
+def parse_url(value: str) -> StoreAddress:
+    """The database and board ``value`` names; :class:`BoardUrlError` (one line) when none."""
     if value.startswith(("postgresql://", "postgres://")):
-        return SqlBoardStore(_Postgres(value), _shown(value), clock=clock)
-    if value.startswith("sqlite://"):
-        path = value.removeprefix("sqlite://")
-        if not path.startswith("/") or path == "/":
+        parts = urlsplit(value)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        board = _board_name(value, [v for k, v in query if k == "board"])
+        rest = urlencode([(k, v) for k, v in query if k != "board"])
+        conninfo = urlunsplit((parts.scheme, parts.netloc, parts.path, rest, parts.fragment))
+        return StoreAddress(_Postgres(conninfo), _shown(value), board)
+    if value.startswith("sqlite:"):
+        if not value.startswith("sqlite:///") or value == "sqlite:///":
             raise BoardUrlError(
-                f"{value}: a SQLite board is sqlite:///PATH (three slashes, then the path)"
+                f"{value}: a SQLite board is sqlite:///RELATIVE/PATH or sqlite:////ABSOLUTE/PATH "
+                "(three slashes, then the path)"
             )
-        path = path[1:] if path.startswith("//") else path
-        return SqlBoardStore(_SQLite(Path(path)), value, clock=clock)
+        rest, _, wanted = value.removeprefix("sqlite:///").partition("?")
+        pairs = parse_qsl(wanted, keep_blank_values=True)
+        unknown = sorted({k for k, _ in pairs if k != "board"})
+        if unknown:
+            raise BoardUrlError(f"{value}: unknown parameter {unknown[0]!r}; only board=NAME")
+        board = _board_name(value, [v for k, v in pairs if k == "board"])
+        if not rest or rest.endswith("/"):
+            raise BoardUrlError(f"{value}: name the database file after sqlite:///")
+        return StoreAddress(_SQLite(Path(rest)), value, board)
     if value.endswith(".db"):
-        return SqlBoardStore(_SQLite(Path(value)), value, clock=clock)
+        return StoreAddress(_SQLite(Path(value)), value)
     raise BoardUrlError(
         f"{value}: not a board store; give sqlite:///PATH, a .db path or postgresql://…"
+    )
+
+
+def _board_name(url: str, given: list[str]) -> str | None:
+    if not given:
+        return None
+    if len(given) > 1:
+        raise BoardUrlError(f"{_shown(url)}: board= is given {len(given)} times; give it once")
+    problem = board_name_problem(given[0])
+    if problem is not None:
+        raise BoardUrlError(f"{_shown(url)}: {problem}")
+    return given[0]
+
+
+def open_store(
+    value: str, *, clock: Callable[[], float] = time.time, create: bool = True
+) -> SqlBoardStore:
+    """The store ``value`` names; :class:`BoardUrlError` (one line) when it names none.
+
+    With ``create`` (the default), a missing file or an empty database starts a new board
+    (``store.created`` says so); without it, they are :class:`NoBoard`. A database that holds
+    something else than boards is refused either way, before anything is written to it.
+    ``clock`` is what leases are measured by (tests move it instead of waiting).
+    """
+    address = parse_url(value)
+    return SqlBoardStore(
+        address.dialect,
+        address.shown,
+        clock=clock,
+        create=create,
+        tables=Tables(address.board),
     )

@@ -1,9 +1,12 @@
 """The command-line interface: one module per command group, each a client of :mod:`agent`.
 
-Exit codes (see :mod:`orchestrator.report`): 0 done, 1 run failed, 2 usage or input error,
-3 done but side-effecting calls were refused, 130 interrupted, 143 terminated (SIGTERM),
+Exit codes (see :mod:`orchestrator.report`, and the table in docs/cli.md from
+:data:`orchestrator.cli_docs.EXIT_CODES`): 0 done, 1 run failed, 2 usage or input error, 3 done
+but not everything it reports happened (calls refused, the plan unfinished, a protected file
+changed), 4 ``board claim`` found nothing to claim, 130 interrupted, 143 terminated (SIGTERM),
 129 hung up (SIGHUP). A person's mistake (a bad flag, a missing file, a wrong setting) is one
-line on stderr, never a traceback.
+line on stderr, never a traceback; in a JSON mode also one object on stdout with
+``"status": "error"``.
 """
 
 from __future__ import annotations

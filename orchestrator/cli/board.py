@@ -1,15 +1,21 @@
-"""``orchestrator board``: a shared board for people and scripts (show, add, claim, log, check).
+"""``orchestrator board``: a shared board for people and scripts.
 
 Each subcommand takes the board's URL first (``sqlite:///PATH``, a ``.db`` path, or
-``postgresql://…``) and ``--json`` for scripts. Bad input is one line and exit 2; ``claim``
-exits 4 when nothing is claimable; ``check`` exits 1 at the first violation.
+``postgresql://…``, each with an optional ``?board=NAME``) and ``--json`` for scripts. Bad
+input is one line and exit 2, and changes nothing: a board that is not there is named, never
+made (only ``add`` starts one, and says so). ``claim`` exits 4 when nothing is claimable;
+``check`` exits 1 at the first violation.
+
+A person's verbs (``cancel``, ``edit``, ``release --force``, ``add`` without ``--agent``) are
+logged with the actor ``person:USER`` (:func:`orchestrator.board.inputs.person`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -23,31 +29,59 @@ if TYPE_CHECKING:
 #: ``board claim`` found nothing to claim.
 EXIT_NOTHING_CLAIMABLE = 4
 
+
+def _agent_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An agent's name: printable, not empty, not a person's (``person:…``)."""
+    from orchestrator.board.inputs import agent_problem
+
+    problem = None if value is None else agent_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
+def _lease(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    """Seconds a claim holds: a finite number above 0 (``nan`` and ``inf`` are refused)."""
+    from orchestrator.board.inputs import lease_problem
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a number of seconds", ctx, param) from None
+    problem = lease_problem(seconds)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
+    return seconds
+
+
 _url = click.argument("url", metavar="URL")
 _as_json = click.option("--json", "as_json", is_flag=True, help="One JSON object (or line) out.")
 _agent = click.option(
-    "--agent", required=True, metavar="NAME", help="The agent (a name) doing this."
+    "--agent", required=True, callback=_agent_name, metavar="NAME", help="The agent doing this."
 )
+_item_id = click.argument("item_id", metavar="ID")
 
 
 @contextmanager
-def _store(url: str) -> Iterator[SqlBoardStore]:
-    from orchestrator.board.store import BoardError
-    from orchestrator.board.stores import BoardUrlError, open_store
+def _store(url: str, *, create: bool = False) -> Iterator[SqlBoardStore]:
+    """The board at ``url``; bad input of any kind is one line and exit 2."""
+    from orchestrator.board.store import BoardError, BoardUrlError
+    from orchestrator.board.stores import open_store
 
     try:
-        store = open_store(url)
+        store = open_store(url, create=create)
     except BoardUrlError as error:
-        raise InputError(str(error)) from None
+        raise InputError(_one(str(error))) from None
     try:
         yield store
     except BoardError as error:
-        raise InputError(str(error)) from None
+        raise InputError(_one(str(error))) from None
     finally:
         store.close()
 
 
 def _line(item: BoardItem, done: frozenset[str] = frozenset(), check: str | None = None) -> str:
+    from orchestrator.board.inputs import one_line
     from orchestrator.plan import MARKERS, Status
 
     notes = []
@@ -59,16 +93,32 @@ def _line(item: BoardItem, done: frozenset[str] = frozenset(), check: str | None
     if check:
         notes.append(f"check: {check}")
     shown = f"  ({'; '.join(notes)})" if notes else ""
-    return inert(f"{MARKERS[item.status]} #{item.id}: {item.text}{shown}")
+    return inert(one_line(f"{MARKERS[item.status]} #{item.id}: {item.text}{shown}"))
 
 
 def _say_item(item: BoardItem, as_json: bool) -> None:
     click.echo(json.dumps(item.as_dict(), ensure_ascii=False) if as_json else _line(item))
 
 
+def _one(message: str) -> str:
+    """A message that may quote the store's text: one inert line."""
+    from orchestrator.board.inputs import one_line
+
+    return inert(one_line(message))
+
+
+def _me() -> str:
+    from orchestrator.board.inputs import person
+
+    return person()
+
+
 @click.group(name="board", cls=FullHelpGroup, context_settings=CONTEXT_SETTINGS)
 def board_group() -> None:
-    """A shared board several agents work: show, add, claim, complete, release, log, check."""
+    """A shared board several agents work: show, add, claim, complete, release, log, check.
+
+    A person also cancels, edits and force-releases items (logged as person:USER).
+    """
 
 
 @board_group.command(context_settings=CONTEXT_SETTINGS)
@@ -122,11 +172,17 @@ def _show_html(url: str, out: str | None) -> int:
 
 @board_group.command(context_settings=CONTEXT_SETTINGS)
 @_url
-@click.argument("text")
+@click.argument("text", required=False)
 @click.option(
     "--blocked-by", multiple=True, metavar="ID", help="An item this one waits for (repeatable)."
 )
-@click.option("--agent", default=None, metavar="NAME", help="Who adds it (recorded in the log).")
+@click.option(
+    "--agent",
+    callback=_agent_name,
+    default=None,
+    metavar="NAME",
+    help="The agent that adds it (recorded in the log) [you, as person:USER].",
+)
 @click.option(
     "--check",
     "check_command",
@@ -135,24 +191,136 @@ def _show_html(url: str, out: str | None) -> int:
     help="Its acceptance check: an agent's run completes it only once this passes where that "
     "agent's bash runs; no model can change or remove it.",
 )
+@click.option(
+    "--from",
+    "source",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    metavar="FILE",
+    help="Add many items from FILE (- for stdin): a text a line, or JSON lines with text, "
+    "blocked_by, check and id; all of them or, on any bad line, none.",
+)
 @_as_json
 def add(
     *,
     url: str,
-    text: str,
+    text: str | None,
     blocked_by: tuple[str, ...],
     agent: str | None,
     check_command: str | None,
+    source: Any,
     as_json: bool,
 ) -> int:
-    """Add a pending item and print its id."""
-    if check_command is not None and not check_command.strip():
-        raise InputError("--check: the command is empty; give one, or leave --check out")
-    with _store(url) as store:
-        item = store.add(text, agent=agent, blocked_by=blocked_by, check=check_command)
-    shown = {**item.as_dict(), "check": check_command}
-    click.echo(json.dumps(shown, ensure_ascii=False) if as_json else item.id)
+    """Add a pending item (or many, --from FILE) and print each new id.
+
+    A path or database with no board yet starts a new one (said on stderr).
+    """
+    from orchestrator.board.inputs import text_problem
+
+    if source is not None:
+        if text is not None or blocked_by or check_command is not None:
+            raise InputError(
+                "--from: give each item's blockers and check on its own JSON line, not TEXT, "
+                "--blocked-by or --check"
+            )
+        wanted = _read_items(source)
+    elif text is None:
+        raise InputError("give the item's TEXT, or --from FILE for many")
+    else:
+        wanted = [{"text": text, "blocked_by": list(blocked_by), "check": check_command}]
+    for number, item in enumerate(wanted, start=1):
+        where = f"line {number}: " if source is not None else ""
+        problem = text_problem(item["text"].strip())
+        if problem is None and item.get("check") is not None:
+            problem = text_problem(item["check"].strip(), "check command")
+            problem = problem and f"--check: {problem}"
+        if problem is not None:
+            raise InputError(_one(where + problem))
+    actor = agent or _me()
+    new_file = _new_sqlite_file(url)
+    with _store(url, create=True) as store:
+        if store.created:
+            click.echo(_one(f"orchestrator: starting a new board at {url}"), err=True)
+        try:
+            with store.change() as change:
+                added = [
+                    (
+                        change.add(
+                            item["text"],
+                            agent=actor,
+                            blocked_by=item.get("blocked_by") or (),
+                            item_id=item.get("id"),
+                            check=item.get("check"),
+                        ),
+                        item.get("check"),
+                    )
+                    for item in wanted
+                ]
+        except Exception:
+            if new_file is not None:  # the file this command made: leave no empty board
+                store.close()
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{new_file}{suffix}").unlink(missing_ok=True)
+            raise
+    for new, check in added:
+        shown = {**new.as_dict(), "check": check}
+        click.echo(json.dumps(shown, ensure_ascii=False) if as_json else new.id)
     return 0
+
+
+def _read_items(source: Any) -> list[dict[str, Any]]:
+    """The items ``--from`` names: a text a line, or a JSON object a line; blank lines skipped."""
+    try:
+        lines = source.read().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"--from: cannot read it: {error}") from None
+    wanted: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if not line.lstrip().startswith("{"):
+            wanted.append({"text": line})
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as error:
+            raise InputError(f"--from: line {number} is not JSON: {error}") from None
+        problem = _json_item_problem(item)
+        if problem is not None:
+            raise InputError(f"--from: line {number}: {problem}")
+        wanted.append(item)
+    if not wanted:
+        raise InputError("--from: no items in it (a text a line, or JSON lines)")
+    return wanted
+
+
+def _json_item_problem(item: object) -> str | None:
+    if not isinstance(item, dict):
+        return "each JSON line is an object with text, and blocked_by, check, id if wanted"
+    unknown = sorted(set(item) - {"text", "blocked_by", "check", "id"})
+    if unknown:
+        return f"unknown key {unknown[0]!r}; the keys are text, blocked_by, check and id"
+    if not isinstance(item.get("text"), str):
+        return "text must be the item's text"
+    blockers = item.get("blocked_by", [])
+    if not isinstance(blockers, list) or not all(isinstance(b, str) for b in blockers):
+        return 'blocked_by must be a list of ids, like ["1", "2"]'
+    for key in ("check", "id"):
+        if item.get(key) is not None and not isinstance(item[key], str):
+            return f"{key} must be text"
+    return None
+
+
+def _new_sqlite_file(url: str) -> Path | None:
+    """The SQLite file ``url`` names when there is none yet (``add`` would make it)."""
+    from orchestrator.board.store import BoardUrlError
+    from orchestrator.board.stores import parse_url
+
+    try:
+        path = getattr(parse_url(url).dialect, "path", None)
+    except BoardUrlError:
+        return None  # _store says why
+    return path if isinstance(path, Path) and not path.exists() else None
 
 
 @board_group.command(context_settings=CONTEXT_SETTINGS)
@@ -161,8 +329,8 @@ def add(
 @_agent
 @click.option(
     "--lease",
-    type=click.FloatRange(min=1),
-    default=120.0,
+    callback=_lease,
+    default="120",
     metavar="SECONDS",
     help="Seconds the claim holds unless renewed (claiming it again renews it).",
 )
@@ -177,71 +345,137 @@ def claim(url: str, item_id: str | None, agent: str, lease: float, as_json: bool
         except NothingClaimable as nothing:
             if as_json:
                 click.echo(json.dumps({"claimed": None, "reason": nothing.reason}))
-            click.echo(f"orchestrator: {nothing}", err=True)
+            click.echo(_one(f"orchestrator: {nothing}"), err=True)
             return EXIT_NOTHING_CLAIMABLE
     _say_item(item, as_json)
     return 0
 
 
-def _mover(name: str, doc: str, act: Callable[[SqlBoardStore, str, str], BoardItem]) -> None:
-    @board_group.command(name=name, context_settings=CONTEXT_SETTINGS, help=doc)
-    @_url
-    @click.argument("item_id", metavar="ID")
-    @_agent
-    @_as_json
-    def command(url: str, item_id: str, agent: str, as_json: bool) -> int:
-        with _store(url) as store:
-            item = act(store, item_id, agent)
-        _say_item(item, as_json)
-        return 0
-
-
 @board_group.command(context_settings=CONTEXT_SETTINGS)
 @_url
-@click.argument("item_id", metavar="ID")
+@_item_id
 @_agent
 @click.option(
     "--skip-check",
     is_flag=True,
-    help="Complete an item that has a check without running it (said in the output).",
+    help="Complete an item that has a check without running it (logged as such).",
 )
 @_as_json
 def complete(*, url: str, item_id: str, agent: str, skip_check: bool, as_json: bool) -> int:
     """Mark ID completed; only the agent holding it may.
 
-    An item with a check completes when an agent's run passes it; completing it by hand needs
-    --skip-check, because the check is not run here (a board's commands are not run on the
-    machine of whoever reads it).
+    An item with a check completes once a passing run of it is logged since it last started
+    (an agent's run logs each one); completing it by hand otherwise needs --skip-check, because
+    the check is not run here (a board's commands are not run on the machine of whoever reads
+    it). The skip is logged on the completion, and board check reports it.
     """
     with _store(url) as store:
         check = store.checks().get(item_id)
-        if check is not None and not skip_check:
-            raise InputError(
-                f"#{item_id} has a check ({inert(check)}); an agent's run completes it when the "
-                "check passes, or pass --skip-check to complete it without running it"
-            )
-        item = store.complete(item_id, agent=agent)
-    if check is not None and not as_json:
+        item = store.complete(item_id, agent=agent, skip_check=skip_check)
+    if check is not None and skip_check and not as_json:
         click.echo(inert(f"orchestrator: #{item_id} completed without running its check"), err=True)
     _say_item(item, as_json)
     return 0
 
 
-_mover(
-    "release",
-    "Give ID back (pending, owned by no one); only the agent holding it may.",
-    lambda store, item_id, agent: store.release(item_id, agent=agent),
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@_item_id
+@click.option(
+    "--agent", callback=_agent_name, default=None, metavar="NAME", help="The agent holding ID."
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Free ID whoever holds it (a dead agent's), as you: logged as a forced release.",
+)
+@_as_json
+def release(*, url: str, item_id: str, agent: str | None, force: bool, as_json: bool) -> int:
+    """Give ID back (pending, owned by no one): the agent holding it, or a person with --force."""
+    if (agent is None) == (not force):
+        raise InputError("give --agent NAME (the agent holding it) or --force (as a person)")
+    with _store(url) as store:
+        if force:
+            item = store.release(item_id, agent=_me(), force=True)
+        else:
+            assert agent is not None
+            item = store.release(item_id, agent=agent)
+    _say_item(item, as_json)
+    return 0
+
+
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@_item_id
+@_as_json
+def cancel(url: str, item_id: str, as_json: bool) -> int:
+    """Cancel ID, whoever holds it, as a person (logged as person:USER).
+
+    Agents cannot cancel an item that carries a check a person set; a person can, here.
+    """
+    with _store(url) as store:
+        item = store.cancel(item_id, agent=_me())
+    _say_item(item, as_json)
+    return 0
+
+
+@board_group.command(context_settings=CONTEXT_SETTINGS)
+@_url
+@_item_id
+@click.option("--text", default=None, metavar="WORDS", help="The item's new text (one line).")
+@click.option(
+    "--blocked-by",
+    multiple=True,
+    metavar="ID",
+    help="The items it waits for, replacing the old list (repeatable; '' for none); a pending "
+    "item's only.",
+)
+@click.option(
+    "--check",
+    "check_command",
+    default=None,
+    metavar="COMMAND",
+    help="Its new acceptance check ('' removes it); now a person's check.",
+)
+@_as_json
+def edit(
+    *,
+    url: str,
+    item_id: str,
+    text: str | None,
+    blocked_by: tuple[str, ...],
+    check_command: str | None,
+    as_json: bool,
+) -> int:
+    """Change an unfinished item's text, blockers or check, as a person (logged as an edit)."""
+    from orchestrator.board.inputs import text_problem
+
+    if text is None and not blocked_by and check_command is None:
+        raise InputError("say what to change: --text, --blocked-by or --check")
+    if text is not None and (problem := text_problem(text.strip())) is not None:
+        raise InputError(_one(f"--text: {problem}"))
+    if check_command and (problem := text_problem(check_command.strip(), "check command")):
+        raise InputError(_one(f"--check: {problem}"))
+    blockers = None if not blocked_by else tuple(b for b in blocked_by if b.strip())
+    with _store(url) as store:
+        item = store.edit(item_id, agent=_me(), text=text, blocked_by=blockers, check=check_command)
+        check = store.checks().get(item_id)
+    if as_json:
+        click.echo(json.dumps({**item.as_dict(), "check": check}, ensure_ascii=False))
+    else:
+        click.echo(_line(item, check=check))
+    return 0
 
 
 @board_group.command(context_settings=CONTEXT_SETTINGS)
 @_url
 @_as_json
 def log(url: str, as_json: bool) -> int:
-    """The board's log: one JSON object a line (seq, ts, agent, item, src, dst, trigger)."""
+    """The board's log: one JSON object a line (seq, ts, agent, item, src, dst, trigger…)."""
     with _store(url) as store:
-        for entry in store.log():
-            click.echo(json.dumps(entry.as_dict(), ensure_ascii=False))
+        entries = list(store.log())
+    for entry in entries:
+        click.echo(json.dumps(entry.as_dict(), ensure_ascii=False))
     return 0
 
 
@@ -253,8 +487,9 @@ def check(url: str, as_json: bool) -> int:
     from orchestrator.board.check import check_log
 
     with _store(url) as store:
-        items, entries = store.snapshot()
-    violation = check_log(entries, items)
+        contents = store.contents()
+    items, entries = contents.items, contents.log
+    violation = check_log(entries, items, checks=contents.checks)
     if as_json:
         document: dict[str, Any] = {
             "ok": violation is None,
@@ -264,10 +499,10 @@ def check(url: str, as_json: bool) -> int:
             if violation is None
             else {"seq": violation.seq, "message": violation.message},
         }
-        click.echo(json.dumps(document))
+        click.echo(json.dumps(document, ensure_ascii=False))
     elif violation is None:
         click.echo(f"board check: {len(entries)} log lines, {len(items)} items: every rule held")
     if violation is not None:
-        click.echo(f"orchestrator: board check failed at {violation}", err=True)
+        click.echo(_one(f"orchestrator: board check failed at {violation}"), err=True)
         return 1
     return 0

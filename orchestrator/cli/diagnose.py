@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -89,7 +90,14 @@ def _inspected_config(workdir: Path) -> tuple[Config, tuple[Invalid, ...], tuple
         try:
             return (*inspect_config(workdir, trusted=trusted), ())
         except UntrustedConfig as error:
-            click.echo(f"warning: {inert(str(error))} (a run refuses to start)", err=True)
+            from orchestrator.doctor import UNTRUSTED_HINT
+
+            hint = UNTRUSTED_HINT.format(workdir=shlex.quote(str(workdir)))
+            click.echo(
+                f"warning: {inert(str(error.path))}: {', '.join(error.names)} may only be set "
+                f"by a trusted folder's file, so a run refuses to start ({inert(hint)})",
+                err=True,
+            )
             return (*inspect_config(workdir, trusted=True), tuple(error.names))
     except (ConfigError, TrustError) as error:
         raise InputError(str(error)) from None

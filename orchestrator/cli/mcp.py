@@ -1,7 +1,8 @@
 """``orchestrator mcp list``: each configured MCP server, how it started (or why not), its tools.
 
-The servers start once, as a run would start them, are listed and are stopped again. Exit 0
-when every server started, 1 when one did not, 2 for a malformed file.
+The servers start once, as a run would start them (each in its own folder, not the work
+directory), are listed and are stopped again. Exit 0 when every server started, 1 when one did
+not, 2 for a malformed file.
 """
 
 from __future__ import annotations
@@ -13,18 +14,9 @@ import click
 from orchestrator.cli._click import CONTEXT_SETTINGS, FullHelpGroup, InputError
 from orchestrator.config import ConfigError, load_config, user_config_path
 from orchestrator.inert import inert
-from orchestrator.tools.mcp import ServerStatus, check_servers
+from orchestrator.tools.mcp import check_servers
 from orchestrator.tools.mcp_config import McpConfigError, load_servers
 from orchestrator.trust import TrustError, TrustStore, trust_file
-
-_HOW = {
-    "running": "started",
-    "stopped": "started",
-    "failed": "did not start",
-    "crashed": "stopped",
-    "not_trusted": "not started",
-    "starting": "did not start",
-}
 
 
 @click.group(name="mcp", cls=FullHelpGroup, context_settings=CONTEXT_SETTINGS)
@@ -40,10 +32,19 @@ def mcp_group() -> None:
     help="Read this directory's .mcp.json and orchestrator.toml.",
 )
 @click.option("--trust", is_flag=True, help="Trust this folder's files for this listing.")
-def list_servers(workdir: Path, trust: bool) -> int:
+@click.option(
+    "--mcp-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    default=None,
+    metavar="SECONDS",
+    help="Seconds each server may take to start and list its tools.  "
+    "[default: the mcp_timeout setting, 30]",
+)
+def list_servers(workdir: Path, trust: bool, mcp_timeout: float | None) -> int:
     """Start each configured server, list its tools, and stop it again."""
     try:
-        timeout = load_config(workdir, trusted=True).mcp_timeout
+        flags = {"mcp_timeout": mcp_timeout}
+        timeout = load_config(workdir, flags, trusted=True).mcp_timeout
         trusted = trust or TrustStore(trust_file()).trusts(workdir)
         servers = load_servers(workdir, user_config_path(), trusted=trusted)
     except (ConfigError, McpConfigError, TrustError) as error:
@@ -54,27 +55,9 @@ def list_servers(workdir: Path, trust: bool) -> int:
             f"or {user_config_path()})"
         )
         return 0
-    statuses = check_servers(servers, workdir.resolve(), trusted=trusted, timeout=timeout)
+    statuses = check_servers(servers, trusted=trusted, timeout=timeout)
+    hint = "pass --trust, or record it with `orchestrator trust`"
     for status in statuses:
-        for line in status_lines(status):
+        for line in status.lines(untrusted_hint=hint):
             click.echo(inert(line))
-    return 0 if all(status_ok(status) for status in statuses) else 1
-
-
-def status_ok(status: ServerStatus) -> bool:
-    return status.state in ("running", "stopped")
-
-
-def status_lines(status: ServerStatus) -> list[str]:
-    """A server's lines: its name, how it starts and from where; then how it went, its tools."""
-    lines = [f"{status.name}: {status.how}  ({status.origin})"]
-    how = _HOW.get(status.state, status.state)
-    if status_ok(status):
-        count = len(status.tools)
-        lines.append(f"  {how}, {count} tool{'s' if count != 1 else ''}")
-        lines.extend(f"    {name}" for name in status.tools)
-    elif status.state == "not_trusted":
-        lines.append(f"  {how}: the folder is not trusted; pass --trust, or run and answer yes")
-    else:
-        lines.append(f"  {how}: {status.reason}")
-    return lines
+    return 0 if all(status.ok for status in statuses) else 1

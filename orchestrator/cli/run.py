@@ -78,10 +78,17 @@ def resume(trace_name: str | None, instruction: str | None, last: bool, **kwargs
     """Continue the session in TRACE (or --last), with INSTRUCTION as the next message if given.
 
     Any session can go on: an interrupted or failed run picks up where it stopped; a finished
-    one needs the next INSTRUCTION. The run keeps its model, max tokens, reminder threshold,
-    thinking, effort and compaction unless a flag given here changes them.
+    one needs the next INSTRUCTION.
+
+    What a resume keeps from the run: its work directory, conversation and board, and these
+    settings unless a flag given here changes them: model, max_tokens, reminder_threshold,
+    thinking, effort, compaction. Everything else comes from this command's flags, the
+    environment and the files, as for a new run, the permissions above all: approval and
+    sandbox are never taken from a trace (a file, which a model may have written), so a run
+    started with --yes resumes asking unless --yes is given again. --max-rounds counts on from
+    the round the run stopped at. The Python API's resume keeps the same.
     """
-    from orchestrator.board_file import BoardFileError, keep_file, lock_board
+    from orchestrator.board.json_file import BoardFileError, keep_file, lock_board
     from orchestrator.plan import PlanBoard
     from orchestrator.replay import rebuild
     from orchestrator.sessions import SessionError, check_not_running, check_trace_appendable

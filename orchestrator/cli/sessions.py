@@ -111,7 +111,11 @@ def _say_if_killed(path: Path) -> None:
 @click.command()
 @click.argument("trace_name", metavar="TRACE|RUN_ID", required=False)
 @_last
-@click.option("--check", is_flag=True, help="Print nothing; exit 1 at the first divergence.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="No timeline: one line saying what was checked; exit 1 at the first divergence.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the timeline as JSON.")
 def replay(trace_name: str | None, last: bool, check: bool, as_json: bool) -> int:
     """Re-drive fresh plan and loop machines from TRACE and check it comes out the same."""
@@ -121,7 +125,7 @@ def replay(trace_name: str | None, last: bool, check: bool, as_json: bool) -> in
 
     trace = trace_argument(trace_name, last)
     parsed = read_trace(trace)
-    if not check:  # --check prints nothing but a divergence
+    if not check:  # --check prints one line, or the divergence
         _say_if_killed(trace)
     replayer = Replay(parsed, timeline=not check)
     try:
@@ -131,7 +135,9 @@ def replay(trace_name: str | None, last: bool, check: bool, as_json: bool) -> in
     if check:
         if divergence is not None:
             click.echo(f"orchestrator: replay diverged at {divergence}", err=True)
-        return 0 if divergence is None else 1
+            return 1
+        click.echo(f"replay --check: {replayer.summary()}")
+        return 0
     for warning in parsed.warnings:
         click.echo(f"orchestrator: warning: {warning}", err=True)
     if as_json:

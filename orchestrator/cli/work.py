@@ -97,6 +97,7 @@ def work(
     refused, 130/143 when stopped (its work committed, its item given back).
     """
     from orchestrator.agent import SettingsError, anthropic_model, load_options
+    from orchestrator.board.inputs import agent_problem
     from orchestrator.board.store import BoardError
     from orchestrator.board.stores import BoardUrlError, is_store_url
     from orchestrator.cli._common import setting_flag
@@ -107,8 +108,8 @@ def work(
 
     if not is_store_url(url):
         raise InputError(f"{url}: not a board store; give sqlite:///PATH or postgresql://…")
-    if not agent.strip() or not agent.isprintable():
-        raise InputError(f"--agent {agent!r}: a name is printable and not empty")
+    if (problem := agent_problem(agent)) is not None:
+        raise InputError(f"--agent: {problem}")
     lease_s = setting_flag("lease", lease, "--lease")
     prices = setting_flag("price_per_mtok", price_per_mtok, "--price-per-mtok")
     workdir = workdir.resolve()

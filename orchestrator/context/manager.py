@@ -16,7 +16,7 @@ import attrs
 
 from orchestrator.context import clearing, compaction
 from orchestrator.context.tokens import CHARS_PER_TOKEN, Gauge, estimate_tokens, fixed_tokens
-from orchestrator.context.window import MIN_WINDOW
+from orchestrator.context.window import MIN_WINDOW, window_from_refusal
 from orchestrator.conversation import result_text
 from orchestrator.protocols import JSONObject, Plan, PlanRecord
 
@@ -127,6 +127,9 @@ class ContextManager:
         }
         self.window_tokens = tokens
         return True
+
+    def window_from_refusal(self, message: str) -> int | None:
+        return window_from_refusal(message)
 
     def fixed_tokens(self, request: Mapping[str, Any]) -> int:
         return fixed_tokens(request)

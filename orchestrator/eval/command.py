@@ -383,16 +383,19 @@ def _model_choice(
                 f"{suite.source}: task {bare!r} has no [[tasks.steps]], which --scripted plays"
             )
         return ModelChoice(kind, f"scripted:{kind}")
-    if not config.get("api_key"):
+    if not (config.get("api_key") or config.get("auth_token")):
+        # The same credentials as `orchestrator run`, in the same words.
         raise InputError(
-            "ANTHROPIC_API_KEY is not set; export it (ANTHROPIC_BASE_URL points the client at "
-            "any Messages-API endpoint), or pass --scripted to run offline with scripted models"
+            "ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) is not set; export it "
+            "(ANTHROPIC_BASE_URL points the client at any Messages-API endpoint), or pass "
+            "--scripted to run offline with scripted models"
         )
     return ModelChoice(
         "api",
         str(config["model"]),
         base_url=config.get("base_url"),
-        api_key=config["api_key"],
+        api_key=config.get("api_key"),
+        auth_token=config.get("auth_token"),
         max_retries=int(config["max_retries"]),
         timeout=float(config["timeout"]),
     )

@@ -77,6 +77,8 @@ class ModelChoice:
     name: str
     base_url: str | None = None
     api_key: str | None = attrs.field(default=None, repr=False)
+    #: A bearer token instead of the key (``ANTHROPIC_AUTH_TOKEN``), as ``orchestrator run``.
+    auth_token: str | None = attrs.field(default=None, repr=False)
     max_retries: int = 4
     timeout: float = 600.0
 
@@ -430,6 +432,7 @@ def _model_for(spec: RunSpec) -> Model:
 
     return AnthropicModel(
         api_key=choice.api_key,
+        auth_token=choice.auth_token,
         base_url=choice.base_url,
         max_retries=choice.max_retries,
         timeout=min(choice.timeout, spec.limits.run_timeout),

@@ -126,7 +126,7 @@ def read_team(url: str, near: Iterable[Path] = ()) -> TeamPicture:
     if database is not None and not database.is_file():
         return TeamPicture(url, (), (), (), agents, f"{database}: the board's file is gone")
     try:
-        store = open_store(url)
+        store = open_store(url, create=False)  # a picture never makes a board
     except BoardUrlError as error:
         raise TeamError(str(error)) from None
     try:
@@ -143,13 +143,13 @@ def read_team(url: str, near: Iterable[Path] = ()) -> TeamPicture:
 
 def sqlite_path(url: str) -> Path | None:
     """The file of a SQLite board, read as :func:`~orchestrator.board.stores.open_store` does."""
-    if url.startswith("sqlite://"):
-        path = url.removeprefix("sqlite://")
-        path = path[1:] if path.startswith("//") else path
-        return Path(path) if path.startswith("/") and path != "/" else None
-    if url.endswith(".db") and not url.startswith(("postgresql://", "postgres://")):
-        return Path(url)
-    return None
+    from orchestrator.board.stores import BoardUrlError, parse_url
+
+    try:
+        path = getattr(parse_url(url).dialect, "path", None)
+    except BoardUrlError:
+        return None
+    return path if isinstance(path, Path) else None
 
 
 def same_board(one: str, other: str) -> bool:
@@ -252,12 +252,16 @@ def _lanes(
     held_by: dict[str, str] = {}
     for column, entry in enumerate(entries):
         item, dst = str(entry["item"]), str(entry["dst"])
-        if entry.get("src") is None:
+        # An edit (a person's) and a check run are notes: no one takes or leaves the item.
+        note = entry.get("trigger") in ("edit", "check")
+        if entry.get("src") is None or entry.get("trigger") == "edit":
             texts[item] = str(entry.get("text") or "")
             blockers[item] = tuple(str(b) for b in entry.get("blocked_by") or ())
         status[item] = dst
         agent = entry.get("agent")
-        if dst == "in_progress" and agent:
+        if note:
+            pass
+        elif dst == "in_progress" and agent:
             held_by[item] = str(agent)
             holders.set(str(agent), "holding", column, f"holds #{item} {texts.get(item, '')}")
         elif item in held_by:

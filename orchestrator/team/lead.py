@@ -241,6 +241,7 @@ def run_team(plan: TeamPlan) -> TeamResult:
 
 def _the_team(plan: TeamPlan) -> _Team:
     """A new team, or the unfinished team on ``--board`` this run resumes; else TeamError."""
+    from orchestrator.board.stores import sqlite_url
     from orchestrator.trace import new_run_id
 
     owners = _unfinished_teams(plan.board) if plan.board is not None else {}
@@ -269,28 +270,19 @@ def _the_team(plan: TeamPlan) -> _Team:
         raise TeamError("give the TASK the team works on (no unfinished team on that board)")
     team_id = plan.team_id or new_run_id()[:8]
     folder = plan.base / team_id
-    board = plan.board or f"sqlite:///{folder / 'board.db'}"
+    board = plan.board or sqlite_url(folder / "board.db")
     task = plan.task or ""
     return _Team(
         team_id, folder, board, str(plan.workdir.resolve()), task, plan.workers or 2, plan.scripted
     )
 
 
-def _unfinished_teams(url: str) -> dict[str, list[str]]:
-    """Each team with unfinished items on the board (by the agent that added them), in order."""
+def _unfinished_teams(url: str) -> dict[str, tuple[str, ...]]:
+    """Each team with unfinished items on the board, and their ids (the store's own reading)."""
     from orchestrator.board.stores import open_store
 
     with open_store(url) as store:
-        items, log = store.snapshot()
-    added_by = {entry.item: entry.agent or "" for entry in log if entry.trigger == "add"}
-    owners: dict[str, list[str]] = {}
-    for item in items:
-        if str(item.status) in ("completed", "cancelled"):
-            continue
-        agent = added_by.get(item.id, "")
-        if "/" in agent:
-            owners.setdefault(agent.split("/", 1)[0], []).append(item.id)
-    return owners
+        return store.teams()
 
 
 def _load(folder: Path) -> _Team | None:
@@ -748,13 +740,15 @@ def _run_session(session: Session, agent: str, prompt: str) -> AgentReport:
 def _board_verdict(url: str, team: str) -> tuple[str, tuple[str, ...]]:
     """``board check``'s verdict on the board's log, and this team's items left unfinished."""
     from orchestrator.board.check import check_log
+    from orchestrator.board.store import item_teams  # the team each item belongs to
     from orchestrator.board.stores import open_store
 
     with open_store(url) as store:
-        items, log = store.snapshot()
-    violation = check_log(log, items)
+        contents = store.contents()  # what ``board check`` reads, in one transaction
+    items, log = contents.items, contents.log
+    violation = check_log(log, items, checks=contents.checks)
     verdict = "ok" if violation is None else str(violation)
-    ours = {e.item for e in log if e.trigger == "add" and (e.agent or "").startswith(f"{team}/")}
+    ours = {item for item, owner in item_teams(log).items() if owner == team}
     unfinished = tuple(
         item.id
         for item in items

@@ -489,7 +489,7 @@ class Worker:
         if now is None or now.status != Status.IN_PROGRESS or now.owner != self.plan.agent:
             return
         try:
-            release_with_note(self.store, item.id, self.plan.agent, why)
+            self.store.release(item.id, agent=self.plan.agent)
         except BoardError:
             return  # its lease ran out meanwhile: it is free already
         self.out.record({"event": "work.released", "item": item.id, "why": why})
@@ -567,6 +567,7 @@ class Worker:
             if problems:
                 why = "; ".join(problems)
                 self._refusal[item_id] = ("refused", why)
+                self._note(item_id, f"not merged into {target}: {why}")
                 return _refused(target, f"not merged: {why}")
             merged: str | None = None
             if plan.integrate is not None:
@@ -576,11 +577,29 @@ class Worker:
                 if not outcome.ok:
                     why = f"conflicts with {plan.integrate} in " + ", ".join(outcome.conflicts)
                     self._refusal[item_id] = ("conflict", why)
+                    self._note(item_id, f"merge into {plan.integrate}: {why}")
                     return _refused(target, why)
                 merged = outcome.tip
             self._refusal.pop(item_id, None)
             self._landed[item_id] = (commit, merged)
         return None
+
+    def _note(self, item_id: str, what: str) -> None:
+        """The board's own record of a landing that failed: a failed run of the item's guard.
+
+        It goes in the log as a ``check`` line (the command says what was tried and why it
+        failed), which ``board log`` and the picture show beside the item; the item goes back
+        to pending when the session ends.
+        """
+        from orchestrator.board.inputs import one_line
+        from orchestrator.board.store import BoardError
+
+        shown = one_line(what)
+        shown = shown if len(shown) <= 400 else shown[:399] + "…"
+        with suppress(BoardError):  # the store refused the note: the output still says it
+            self.store.record_check(
+                item_id, agent=self.plan.agent, command=shown, exit_code=1, duration_s=0.0
+            )
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -658,16 +677,6 @@ class _ItemBoard(SharedBoard):
             return hooked
         landed = self._land(str(asked.get("id", "")), str(asked.get("text", "")))
         return landed if landed is not None else hooked
-
-
-def release_with_note(store: SqlBoardStore, item_id: str, agent: str, note: str) -> None:
-    """Give an item back (the ``pause`` edge) saying why.
-
-    The store keeps no note on an item yet, so the reason goes to the worker's output and the
-    team's closing lines; the edge is the store's own.
-    """
-    del note
-    store.release(item_id, agent=agent)
 
 
 def _refused(target: str, why: str) -> CheckResult:

@@ -32,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 
 import attrs
 
+from orchestrator.config import flag_label
 from orchestrator.protocols import EventLog, JSONObject, Tool, ToolResult
 from orchestrator.tools._reaper import process_ids
 from orchestrator.tools.arguments import error_result, with_note
@@ -47,9 +48,10 @@ if TYPE_CHECKING:
 OUTPUT_LIMIT = 50_000
 #: The API's longest tool name.
 NAME_LIMIT = 64
-DEFAULT_TIMEOUT = 60.0
-#: Starting may take at least this long whatever the timeout: a slow start is not a hang, and
-#: a short ``--mcp-timeout`` is meant for the calls.
+#: Seconds a server may take to start, and to answer one call: Claude Code's default.
+DEFAULT_TIMEOUT = 30.0
+#: In a run, starting may take at least this long whatever the timeout: a slow start is not a
+#: hang, and a short ``--mcp-timeout`` is meant for the calls (``mcp list`` takes it as given).
 START_FLOOR = 10.0
 #: How long stopping every server may take before what is left is killed.
 _STOP_SECONDS = 8.0
@@ -85,6 +87,39 @@ class ServerStatus:
     state: State
     reason: str
     tools: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """It started (and, once listed, was stopped again)."""
+        return self.state in ("running", "stopped")
+
+    def lines(self, *, untrusted_hint: str) -> list[str]:
+        """Its name, how it starts and from where; then how it went and its tools.
+
+        ``untrusted_hint`` says how to trust the folder, in the words of the command showing it.
+        """
+        lines = [f"{self.name}: {self.how}  ({self.origin})"]
+        how = _HOW.get(self.state, self.state)
+        if self.ok:
+            count = len(self.tools)
+            lines.append(f"  {how}, {count} tool{'s' if count != 1 else ''}")
+            lines.extend(f"    {name}" for name in self.tools)
+        elif self.state == "not_trusted":
+            lines.append(f"  {how}: the folder is not trusted; {untrusted_hint}")
+        else:
+            lines.append(f"  {how}: {self.reason}")
+        return lines
+
+
+#: How each state reads in ``mcp list`` and ``doctor``.
+_HOW: Mapping[str, str] = {
+    "running": "started",
+    "stopped": "started",
+    "failed": "did not start",
+    "crashed": "stopped",
+    "not_trusted": "not started",
+    "starting": "did not start",
+}
 
 
 class _Garbage(Exception):
@@ -126,15 +161,21 @@ class McpServers:
     """The run's MCP servers: a tool source opened once at the start and closed at exit.
 
     ``trusted`` says whether the project's files may start servers; without it their servers
-    are reported and left alone. ``log`` receives the ``mcp.*`` trace events.
+    are reported and left alone. ``log`` receives the ``mcp.*`` trace events. A stdio server
+    starts in its configured folder (:func:`~orchestrator.tools.mcp_config.resolve`), never in
+    the work directory by default. ``start_timeout`` bounds the start (default: ``timeout``,
+    at least :data:`START_FLOOR`); ``label`` names a setting in the person's lines (the CLI's
+    ``--mcp-timeout``, the API's ``mcp_timeout=``) and ``untrusted_hint`` says how to trust.
     """
 
     servers: Sequence[McpServerConfig]
-    workdir: Path
     timeout: float = DEFAULT_TIMEOUT
     trusted: bool = True
     log: EventLog | None = None
     environ: Mapping[str, str] | None = None
+    start_timeout: float | None = None
+    label: Callable[[str], str] = flag_label
+    untrusted_hint: str = "pass --trust, or answer yes when asked on a terminal"
     _connections: dict[str, _Connection] = attrs.field(init=False, factory=dict)
     _notify: Callable[[str], None] = attrs.field(init=False, default=lambda _line: None)
     _events: deque[tuple[str, JSONObject]] = attrs.field(init=False, factory=deque)
@@ -169,7 +210,7 @@ class McpServers:
             files = ", ".join(dict.fromkeys(s.origin for s in untrusted))
             self._say(
                 f"mcp: not starting {names} ({files}): this folder's files are not trusted; "
-                "pass --trust, or answer yes when asked on a terminal"
+                f"{self.untrusted_hint}"
             )
             for server in untrusted:
                 self._event(
@@ -186,12 +227,17 @@ class McpServers:
             for connection in startable:
                 connection.ready.wait(max(0.0, deadline - time.monotonic()))
                 if connection.state == "starting":
-                    self._failed(connection, f"did not start within {self._start_limit:g} s")
+                    self._failed(
+                        connection,
+                        f"no answer within {self._start_limit:g} s ({self.label('mcp_timeout')})",
+                    )
         # The lines now; the events once the run reads its tools, so they follow run.started.
         self._flush(events=False)
 
     @property
     def _start_limit(self) -> float:
+        if self.start_timeout is not None:
+            return self.start_timeout
         return max(self.timeout, START_FLOOR)
 
     @property
@@ -281,7 +327,8 @@ class McpServers:
             remote,
             "timeout",
             f"Error: {label}: MCP server {connection.config.name!r} did not answer within "
-            f"{self.timeout:g} s (--mcp-timeout); try a smaller request, or go on without it",
+            f"{self.timeout:g} s ({self.label('mcp_timeout')}); try a smaller request, or go on "
+            "without it",
         )
 
     def _failure(
@@ -373,7 +420,10 @@ class McpServers:
                     listed = await _list_tools(client)
                 except Exception as error:
                     if connection.state == "starting":
-                        self._failed(connection, _start_failure(connection, error))
+                        self._failed(
+                            connection,
+                            _start_failure(connection, error, self.label, self._start_limit),
+                        )
                     return
                 if connection.state != "starting":
                     return  # open() gave up waiting: the session closes unused
@@ -384,7 +434,9 @@ class McpServers:
                 await connection.stop.wait()
         except Exception as error:  # a session that broke down starting, or on the way out
             if connection.state == "starting":
-                self._failed(connection, _start_failure(connection, error))
+                self._failed(
+                    connection, _start_failure(connection, error, self.label, self._start_limit)
+                )
         finally:
             connection.ready.set()
             connection.stopped.set()
@@ -397,6 +449,8 @@ class McpServers:
         resolved = resolve(config, self.environ)
         if resolved.missing:
             raise _NotConfigured(f"variable {resolved.missing} is not set")
+        if config.transport == "stdio" and not Path(resolved.cwd).is_dir():
+            raise _NotConfigured(f"its folder {resolved.cwd} is not a directory (cwd)")
 
         async def on_message(message: Any) -> None:
             if isinstance(message, Exception):
@@ -446,7 +500,9 @@ class McpServers:
             args=list(resolved.args),
             # Merged over the SDK's minimal PATH, HOME, USER, SHELL, TERM, LOGNAME: no key.
             env=dict(resolved.env),
-            cwd=self.workdir,
+            # Its config's folder, not the work directory: `python3 -m tool` and `npx tool`
+            # look there first, and the model may have planted a tool.py or node_modules.
+            cwd=resolved.cwd,
         )
         return stdio_client(parameters, errlog=connection.errlog)
 
@@ -576,14 +632,18 @@ class McpServers:
 
 def check_servers(
     servers: Sequence[McpServerConfig],
-    workdir: Path,
     *,
     trusted: bool,
     timeout: float = DEFAULT_TIMEOUT,
     environ: Mapping[str, str] | None = None,
 ) -> list[ServerStatus]:
-    """Start every server once, see what it offers, stop it (``mcp list``, ``doctor``)."""
-    source = McpServers(servers, workdir, timeout=timeout, trusted=trusted, environ=environ)
+    """Start every server once, see what it offers, stop it (``mcp list``, ``doctor``).
+
+    Each may take ``timeout`` seconds to start and list its tools: no more, and no floor.
+    """
+    source = McpServers(
+        servers, timeout=timeout, start_timeout=timeout, trusted=trusted, environ=environ
+    )
     try:
         source.open(lambda _line: None)
         return source.statuses()
@@ -616,9 +676,18 @@ def _tool_name(config: McpServerConfig, remote: str) -> str:
     return f"{name[: NAME_LIMIT - 9]}_{digest}"
 
 
-def _start_failure(connection: _Connection, error: BaseException) -> str:
-    if isinstance(error, TimeoutError):
-        return "it did not finish starting in time (--mcp-timeout)"
+def _start_failure(
+    connection: _Connection, error: BaseException, label: Callable[[str], str], limit: float
+) -> str:
+    import mcp.types
+    from mcp.shared.exceptions import MCPError
+
+    inner = error
+    while isinstance(inner, BaseExceptionGroup) and inner.exceptions:
+        inner = inner.exceptions[0]
+    timed_out = isinstance(inner, MCPError) and inner.error.code == mcp.types.REQUEST_TIMEOUT
+    if timed_out or isinstance(inner, TimeoutError):
+        return f"no answer within {limit:g} s ({label('mcp_timeout')})"
     if isinstance(error, FileNotFoundError | PermissionError):
         return f"cannot run {connection.config.command!r}: {error.strerror}"
     text = _one_line(_innermost(error))

@@ -2,10 +2,14 @@
 
 Three places name servers, nearest last so it wins a shared name: the user's ``config.toml``,
 the project's ``orchestrator.toml`` and the project's ``.mcp.json`` (the ``mcpServers`` format
-Claude Code and others read). Each server is ``command`` / ``args`` / ``env`` (stdio) or
-``type = "http"`` / ``url`` / ``headers`` (streamable HTTP). ``${VAR}`` and ``${VAR:-default}``
+Claude Code and others read). Each server is ``command`` / ``args`` / ``env`` / ``cwd`` (stdio)
+or ``type = "http"`` / ``url`` / ``headers`` (streamable HTTP). ``${VAR}`` and ``${VAR:-default}``
 in those values are read from the environment, which is how a server gets a token: a server's
 environment holds only what its config names (and a minimal ``PATH``/``HOME``).
+
+A stdio server starts in its ``cwd``, else in the folder of the file that names it, never in
+the work directory unless its config says so: the model writes there, and a ``python3 -m tool``
+or ``npx tool`` started there would run the model's ``tool.py`` or ``node_modules/.bin/tool``.
 
 A malformed file is a person's mistake: :class:`McpConfigError`, one line. A server that
 cannot start as written (an unset variable, a transport we do not speak) is not: it is reported
@@ -30,7 +34,7 @@ PROJECT_TOML = "orchestrator.toml"
 TABLE = "mcp_servers"
 Transport = Literal["stdio", "http"]
 
-_TOML_KEYS = frozenset({"type", "command", "args", "env", "url", "headers"})
+_TOML_KEYS = frozenset({"type", "command", "args", "env", "cwd", "url", "headers"})
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -58,6 +62,10 @@ class McpServerConfig:
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
     #: Why it cannot start as written (a transport we do not speak), or "".
     unusable: str = ""
+    #: Where a stdio server starts, as written (relative: to ``folder``); "" for ``folder``.
+    cwd: str = ""
+    #: The folder of the file that names it; "" (a server made in code) means the home folder.
+    folder: str = ""
 
     @property
     def prefix(self) -> str:
@@ -68,7 +76,8 @@ class McpServerConfig:
         """How it starts, in a few words: the command line or the URL."""
         if self.transport == "http":
             return f"http {self.url}"
-        return " ".join([self.command, *self.args])
+        where = f" (in {self.cwd})" if self.cwd else ""
+        return " ".join([self.command, *self.args]) + where
 
 
 @attrs.frozen
@@ -81,6 +90,8 @@ class Resolved:
     url: str = ""
     headers: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_mapping)
     missing: str = ""
+    #: The absolute folder a stdio server starts in.
+    cwd: str = ""
 
 
 def tool_name_part(text: str) -> str:
@@ -106,12 +117,14 @@ def resolve(server: McpServerConfig, environ: Mapping[str, str] | None = None) -
 
         return _VARIABLE.sub(one, text)
 
+    folder = Path(server.folder) if server.folder else Path.home()
     resolved = Resolved(
         command=expand(server.command),
         args=tuple(expand(arg) for arg in server.args),
         env={key: expand(value) for key, value in server.env.items()},
         url=expand(server.url),
         headers={key: expand(value) for key, value in server.headers.items()},
+        cwd=str(folder / Path(expand(server.cwd)).expanduser()),
     )
     if missing:
         return attrs.evolve(resolved, missing=", ".join(dict.fromkeys(missing)))
@@ -202,7 +215,7 @@ def _from_toml(path: Path, *, project: bool) -> dict[str, McpServerConfig]:
                 f"{path} [{TABLE}.{name}]: unknown key {unknown[0]!r}; "
                 f"known keys: {', '.join(sorted(_TOML_KEYS))}"
             )
-        servers[name] = _server(name, entry, str(path), f"{path} [{TABLE}.{name}]", project)
+        servers[name] = _server(name, entry, path, f"{path} [{TABLE}.{name}]", project)
     return servers
 
 
@@ -223,13 +236,14 @@ def _from_json(path: Path) -> dict[str, McpServerConfig]:
         if not isinstance(entry, dict):
             raise McpConfigError(f"{path}: mcpServers.{name} must be an object, got {_kind(entry)}")
         # Keys other tools read (timeouts, OAuth) are left alone: the file is shared with them.
-        servers[name] = _server(name, entry, str(path), f"{path}: mcpServers.{name}", True)
+        servers[name] = _server(name, entry, path, f"{path}: mcpServers.{name}", True)
     return servers
 
 
 def _server(
-    name: str, entry: Mapping[str, Any], origin: str, where: str, project: bool
+    name: str, entry: Mapping[str, Any], path: Path, where: str, project: bool
 ) -> McpServerConfig:
+    origin, folder = str(path), str(path.resolve().parent)
     if not name.strip():
         raise McpConfigError(f"{where}: a server needs a name")
     kind = entry.get("type")
@@ -249,6 +263,7 @@ def _server(
             "stdio",
             command=f"{kind} {shown}" if isinstance(shown, str) else kind,
             unusable=f"type {kind!r} is not supported here (stdio and http are)",
+            folder=folder,
         )
     if kind == "http":
         url = _string(entry, "url", where, required=True)
@@ -261,6 +276,7 @@ def _server(
             "http",
             url=url,
             headers=_string_map(entry, "headers", where),
+            folder=folder,
         )
     return McpServerConfig(
         name,
@@ -270,6 +286,8 @@ def _server(
         command=_string(entry, "command", where, required=True),
         args=_string_list(entry, "args", where),
         env=_string_map(entry, "env", where),
+        cwd=_string(entry, "cwd", where, required=False),
+        folder=folder,
     )
 
 

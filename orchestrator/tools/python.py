@@ -4,6 +4,12 @@ The schema comes from the type hints and the description from the docstring, by 
 SDK's own ``beta_tool``/``beta_async_tool`` (pydantic underneath), so a function reads the same
 here as in the SDK's tool runner. Calls are validated against the hints; a validation failure
 or an exception in the function comes back to the model as a tool error, never up the loop.
+
+What the API would refuse is refused at decoration, naming the function, not by a 400 on the
+first round: a name outside ``^[a-zA-Z0-9_-]{1,128}$`` (a lambda's ``<lambda>``), and a
+signature whose input is not a JSON object of named arguments (``*args``, positional-only
+parameters). Parameters without type hints, or no docstring, still make a tool, with a
+:class:`ToolDefinitionWarning`: the model then gets no types or no description to go by.
 """
 
 from __future__ import annotations
@@ -12,25 +18,105 @@ import asyncio
 import importlib
 import inspect
 import json
+import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
 
 from orchestrator.protocols import JSONObject, ToolError, ToolResult
+
+#: The Messages API's pattern for a tool's name.
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,128}")
+
+
+class ToolDefinitionError(ValueError):
+    """A function that cannot be a tool as written; ``str()`` names it and says what to change."""
+
+
+class ToolDefinitionWarning(UserWarning):
+    """A function that makes a tool the model will find hard to use (no types, no description)."""
+
+
+def _where(function: Callable[..., Any]) -> str:
+    """The function as a person finds it: ``module.name`` (and file:line for a lambda)."""
+    name = f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', function)}"
+    code = getattr(function, "__code__", None)
+    if code is not None and getattr(function, "__name__", "") == "<lambda>":
+        name += f" at {code.co_filename}:{code.co_firstlineno}"
+    return name
+
+
+def _check_definition(
+    function: Callable[..., Any], name: str | None, description: str | None, stacklevel: int
+) -> None:
+    """Refuse what the API would refuse; warn about what the model would have to guess."""
+    where = _where(function)
+    shown = name if name is not None else getattr(function, "__name__", "")
+    if not TOOL_NAME.fullmatch(shown):
+        raise ToolDefinitionError(
+            f"@tool {where}: {shown!r} is not a tool name the API accepts (1 to 128 letters, "
+            "digits, _ or -); name it: @tool(name='…')"
+        )
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError) as error:
+        raise ToolDefinitionError(f"@tool {where}: cannot read its signature: {error}") from None
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            raise ToolDefinitionError(
+                f"@tool {where}: *{parameter.name} cannot be a tool's input, which is a JSON "
+                f"object of named arguments; take a list instead ({parameter.name}: list[…])"
+            )
+        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise ToolDefinitionError(
+                f"@tool {where}: {parameter.name} is positional-only, but a tool's arguments "
+                "arrive by name; drop the / from its signature"
+            )
+    untyped = [
+        p.name
+        for p in signature.parameters.values()
+        if p.annotation is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD
+    ]
+    if untyped:
+        warnings.warn(
+            f"@tool {where}: no type hint for {', '.join(untyped)}; the model is told any JSON "
+            "value will do, and nothing is checked before the function runs",
+            ToolDefinitionWarning,
+            stacklevel=stacklevel,
+        )
+    if description is None and not inspect.getdoc(function):
+        warnings.warn(
+            f"@tool {where}: no docstring, so the model gets no description of the tool; "
+            "write one (or pass description=)",
+            ToolDefinitionWarning,
+            stacklevel=stacklevel,
+        )
 
 
 class FunctionTool:
     """A Python function as a tool; made by :func:`tool`, and still callable as the function."""
 
     def __init__(
-        self, function: Callable[..., Any], *, name: str | None = None, description: str | None
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None,
+        stacklevel: int = 2,
     ) -> None:
         from anthropic import beta_async_tool, beta_tool
 
+        _check_definition(function, name, description, stacklevel + 1)
         self.function = function
         self.is_async = inspect.iscoroutinefunction(function)
         maker: Any = beta_async_tool if self.is_async else beta_tool
         self._sdk_tool = maker(function, name=name, description=description)
         definition = self._sdk_tool.to_dict()
+        if definition["input_schema"].get("type") != "object":  # what the checks above missed
+            raise ToolDefinitionError(
+                f"@tool {_where(function)}: its input schema is not a JSON object "
+                f"({json.dumps(definition['input_schema'])[:200]}); take named parameters"
+            )
         self._schema: JSONObject = {
             "name": definition["name"],
             "description": definition.get("description") or definition["name"],
@@ -119,15 +205,20 @@ def tool(
     """Make a typed function (sync or async) a tool: ``@tool`` or ``@tool(name=…)``.
 
     The input schema comes from the parameters' type hints, the description from the
-    docstring (its ``Args:`` section describes the parameters).
+    docstring (its ``Args:`` section describes the parameters). A name the API refuses, or a
+    signature that is not named arguments (``*args``), raises :class:`ToolDefinitionError`
+    here; a parameter without a type hint, or no docstring, warns
+    (:class:`ToolDefinitionWarning`).
     """
 
-    def make(target: Callable[..., Any]) -> FunctionTool:
+    def make(target: Callable[..., Any], stacklevel: int = 2) -> FunctionTool:
         if not callable(target):
             raise TypeError(f"@tool: expected a function, got {target!r}")
-        return FunctionTool(target, name=name, description=description)
+        return FunctionTool(target, name=name, description=description, stacklevel=stacklevel + 1)
 
-    return make(function) if function is not None else make
+    # The warnings point at the line that applied @tool: one frame further up when it is called
+    # with the function than when it returns ``make`` for the decorator to call.
+    return make(function, 3) if function is not None else make
 
 
 def tools_from_modules(modules: Iterable[str]) -> list[FunctionTool]:

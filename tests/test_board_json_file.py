@@ -1,4 +1,4 @@
-"""Tests for orchestrator.board_file: the ``--board FILE`` round trip, refusals, and the CLI."""
+"""The JSON store (``orchestrator.board.json_file``): ``--board FILE``, its refusals, the CLI."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.board_file import (
+from orchestrator.board.json_file import (
     FORMAT,
     VERSION,
     BoardFileError,
@@ -369,7 +369,7 @@ def test_a_second_live_writer_is_refused_and_loses_nothing(tmp_path: Path) -> No
     import subprocess
     import sys
 
-    from orchestrator.board_file import lock_board, release_board
+    from orchestrator.board.json_file import lock_board, release_board
 
     board_path = tmp_path / "board.json"
     first = _open(board_path)  # run A, live in this process

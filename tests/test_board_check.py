@@ -1,0 +1,155 @@
+"""``board check`` sees everything in the store: tampered stores, read through the real CLI.
+
+Each case edits a store by hand as someone with the file would (SQL), and checks that
+``board check`` fails (exit 1, one line) naming the item, where before it passed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import attrs
+import pytest
+
+from orchestrator.board.check import check_log
+from orchestrator.board.store import BoardItem, LogEntry
+from orchestrator.board.stores import open_store, parse_url, sqlite_url
+from orchestrator.plan import Status
+from tests.test_board_cli import board
+
+
+def _sql(url: str, *statements: str) -> None:
+    with sqlite3.connect(parse_url(url).dialect.path) as connection:
+        for statement in statements:
+            connection.execute(statement)
+    connection.close()
+
+
+def _failed(url: str) -> str:
+    done = board("check", url)
+    assert done.code == 1, done
+    assert done.err.count("\n") == 1 and "Traceback" not in done.err
+    assert done.err.startswith("orchestrator: board check failed at ")
+    return done.err
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    """A board worked the honest way: #1 done, #2 waits on it, #3 done after its check passed,
+    #4 completed by hand with --skip-check, #5 pending with a person's check."""
+    address = sqlite_url(tmp_path / "team.db")
+    for args in (
+        ("Write the API",),
+        ("Write the UI", "--blocked-by", "1"),
+        ("Test it", "--check", "make test"),
+        ("Lint it", "--check", "make lint"),
+        ("Ship it", "--check", "make ship"),
+    ):
+        assert board("add", address, *args).code == 0
+    with open_store(address) as store:
+        store.claim("alice", item_id="1")
+        store.complete("1", agent="alice")
+        store.claim("alice", item_id="3")
+        store.record_check("3", agent="alice", command="make test", exit_code=1, duration_s=2.0)
+        store.record_check("3", agent="alice", command="make test", exit_code=0, duration_s=2.5)
+        store.complete("3", agent="alice")
+        store.claim("bob", item_id="4")
+    assert board("complete", address, "4", "--agent", "bob", "--skip-check").code == 0
+    done = board("check", address)
+    assert (done.code, done.err) == (0, ""), done
+    return address
+
+
+def test_a_changed_text_is_named(url: str) -> None:
+    _sql(url, "UPDATE board_items SET text = 'Delete the API' WHERE id = '1'")
+    assert "#1's text in the store is not the text its log gave it" in _failed(url)
+
+
+def test_a_removed_blocker_is_named_and_the_blocked_start_after_it_too(url: str) -> None:
+    with open_store(url) as store:  # #2's blocker is done: put a pending one in its way
+        store.edit("2", agent="person:ann", blocked_by=["5"])
+    _sql(url, "UPDATE board_items SET blocked_by = '[]' WHERE id = '2'")
+    assert "#2 waits on nothing in the store; the log says #5" in _failed(url)
+    # The store now lets an agent start #2 although it is really blocked: the log shows it.
+    claimed = board("claim", url, "2", "--agent", "carol")
+    assert claimed.code == 0
+    assert "#2 started while its blocker #5 was not completed" in _failed(url)
+
+
+def test_a_deleted_check_is_named(url: str) -> None:
+    _sql(url, "DELETE FROM board_checks WHERE item = '5'")
+    assert "#5's check in the store is none; the log says `make ship`" in _failed(url)
+
+
+def test_a_changed_check_is_named(url: str) -> None:
+    _sql(url, "UPDATE board_checks SET command = 'true' WHERE item = '5'")
+    assert "#5's check in the store is `true`; the log says `make ship`" in _failed(url)
+
+
+def test_a_completion_without_a_passing_check_is_named(url: str) -> None:
+    _sql(url, "UPDATE board_log SET exit_code = 1 WHERE trigger = 'check' AND exit_code = 0")
+    assert "#3 completed without a passing run of its check (make test)" in _failed(url)
+
+
+def test_a_check_run_before_the_last_start_does_not_count(url: str) -> None:
+    with open_store(url) as store:
+        store.claim("dave", item_id="5")
+        store.record_check("5", agent="dave", command="make ship", exit_code=0, duration_s=1)
+        store.release("5", agent="dave")
+        store.claim("erin", item_id="5")
+        # The store refuses a completion the log cannot back…
+        refused = board("complete", url, "5", "--agent", "erin")
+        assert refused.code == 2 and "no passing run" in refused.err
+    # …and a completion written into the store by hand is named by board check.
+    _sql(
+        url,
+        "UPDATE board_items SET status = 'completed' WHERE id = '5'",
+        "INSERT INTO board_log (seq, ts, agent, item, src, dst, trigger) SELECT MAX(seq) + 1, "
+        "'t', 'erin', '5', 'in_progress', 'completed', 'complete' FROM board_log",
+    )
+    assert "#5 completed without a passing run" in _failed(url)
+
+
+def test_a_skip_not_logged_as_such_is_named(url: str) -> None:
+    _sql(url, "UPDATE board_log SET flag = NULL WHERE flag = 'skip_check'")
+    assert "#4 completed without a passing run of its check (make lint)" in _failed(url)
+
+
+def test_an_agents_cancel_of_a_persons_checked_item_is_named(url: str) -> None:
+    done = board("cancel", url, "5")
+    assert done.code == 0
+    assert board("check", url).code == 0  # a person's cancel is theirs to make
+    _sql(url, "UPDATE board_log SET agent = 'mallory' WHERE trigger = 'cancel'")
+    assert "mallory cancelled #5, which carries a check a person set" in _failed(url)
+
+
+def test_an_edit_is_part_of_the_log(url: str) -> None:
+    assert board("edit", url, "5", "--text", "Ship it today", "--check", "").code == 0
+    assert board("check", url).code == 0
+    edit = json.loads(board("log", url).out.splitlines()[-1])
+    assert (edit["trigger"], edit["text"], edit["check"], edit["src"], edit["dst"]) == (
+        "edit",
+        "Ship it today",
+        None,
+        "pending",
+        "pending",
+    )
+    # Edited in the store alone, the item no longer matches its log.
+    _sql(url, "UPDATE board_items SET text = 'Ship it now' WHERE id = '5'")
+    assert "#5's text" in _failed(url)
+
+
+def test_an_old_log_without_checks_reads_sensibly() -> None:
+    # Schema 1 logs said nothing of checks: an add line with no check holds no check rule,
+    # until an edit names the check.
+    old_add = LogEntry(1, "t", None, "1", None, "pending", "add", "x", ())
+    start = LogEntry(2, "t", "a", "1", "pending", "in_progress", "start")
+    complete = LogEntry(3, "t", "a", "1", "in_progress", "completed", "complete")
+    done = BoardItem("1", "x", Status.COMPLETED, "a")
+    assert check_log([old_add, start, complete], [done], checks={"1": "make test"}) is None
+    edit = LogEntry(2, "t", "person:p", "1", "pending", "pending", "edit", "x", (), "make test")
+    later = [attrs.evolve(entry, seq=entry.seq + 1) for entry in (start, complete)]
+    violation = check_log([old_add, edit, *later], [done], checks={"1": "make test"})
+    assert violation is not None and "#1 completed without a passing run" in str(violation)
