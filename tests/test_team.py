@@ -328,6 +328,26 @@ def test_a_second_team_on_a_board_another_team_works_is_refused(tmp_path: Path) 
     assert {str(e["agent"]).split("/")[0] for e in entries if e["agent"]} == {name[1]}
 
 
+def test_two_teams_at_once_share_one_store_each_on_its_own_board(tmp_path: Path) -> None:
+    store = tmp_path / "shared.db"
+    teams = [
+        Running(
+            ["team", "--scripted", "--board", f"sqlite:///{store}?board={name}"]
+            + ["--workdir", str(tmp_path / name)],
+            tmp_path,
+        )
+        for name in ("a", "b")
+    ]
+    assert [team.finish() for team in teams] == [0, 0], [team.text for team in teams]
+    for name, team in zip(("a", "b"), teams, strict=True):
+        found = re.search(r"^team (\w+):$", team.text, re.MULTILINE)
+        assert found is not None
+        entries = _log(_board_of(team.text), tmp_path)
+        assert len([e for e in entries if e["trigger"] == "complete"]) == 5
+        assert {str(e["agent"]).split("/")[0] for e in entries if e["agent"]} == {found[1]}
+        assert sorted(p.name for p in (tmp_path / name / "notes").iterdir()) == NOTES
+
+
 def _repository(folder: Path, files: dict[str, str]) -> Path:
     folder.mkdir(parents=True)
     for name, text in files.items():
