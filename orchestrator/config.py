@@ -297,7 +297,7 @@ def relabel(text: str, label: Callable[[str], str]) -> str:
     """``text`` with each CLI flag (``--max-rounds``) named as ``label`` names it.
 
     For messages made by parts that know only the CLI's words (the sandbox's refusal); a
-    ``--word`` that is no setting or option of the front ends is left as it is.
+    flag that is no setting or option of the front ends is left as it is.
     """
     if label is flag_label:
         return text

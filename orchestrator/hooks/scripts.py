@@ -95,7 +95,7 @@ def _programs(words: list[str]) -> list[str]:
 
 
 def _arguments(words: list[str]) -> list[str]:
-    """Every word that may be a path (``--config=PATH`` gives its value too)."""
+    """Every word that may be a path (an option written as ``NAME=PATH`` gives its value too)."""
     found: list[str] = []
     for word in words:
         if word in _SEPARATORS:
