@@ -203,6 +203,16 @@ def _name_list(value: object) -> tuple[str, ...]:
     return names
 
 
+def _glob_list(value: object) -> tuple[str, ...]:
+    from orchestrator.tools.products.paths import check_patterns
+
+    patterns = _list_of(value, ",", "gitignore-style patterns")
+    problem = check_patterns(patterns)
+    if problem is not None:
+        raise ValueError(f"gitignore-style patterns ({problem})")
+    return patterns
+
+
 def _tool_list(value: object) -> tuple[str, ...]:
     names = _list_of(value, ",", "tool names")
     for name in names:
@@ -470,6 +480,17 @@ SETTINGS: tuple[_Setting, ...] = (
         "may write after all (a flag or your own config only, never a project file).",
         metavar="PATH",
     ),
+    # issue 31
+    _Setting(
+        "protect",
+        _glob_list,
+        (),
+        ("ORCHESTRATOR_PROTECT",),
+        help="Files the model may not change, as gitignore-style patterns relative to the work "
+        "directory, e.g. 'tests/**' (comma-separated; every source adds, none removes): "
+        "read-only under bwrap, refused to the file tools, and a check fails while one differs.",
+        metavar="GLOB",
+    ),
     # issue 24
     _Setting(
         "settle_plan",
@@ -579,6 +600,8 @@ _WIDER: Mapping[str, tuple[str, ...]] = {
     "approval": ("deny", "ask", "edits", "auto"),
 }
 _NO_VALUE = object()
+#: Settings whose every source counts (a flag, a variable and both files add up).
+_ADDED_UP = frozenset({"protect"})
 #: Tables other modules read from the same files (``[mcp_servers.NAME]``: the MCP servers;
 #: ``[[hooks.EVENT]]``: the hooks).
 _TABLES = frozenset({"mcp_servers", "hooks"})
@@ -785,6 +808,19 @@ def _resolve(
             continue
         source, raw = candidates[0]
         sources[setting.name] = source
+        if setting.name in _ADDED_UP and len(candidates) > 1:
+            # Protecting more only narrows what the model may do: every source adds its own.
+            merged: list[str] = []
+            try:
+                for _where, each in candidates:
+                    merged += [item for item in setting.parse(each) if item not in merged]
+            except ValueError as error:
+                invalid.append(Invalid(setting.name, source, repr(raw), str(error)))
+                values[setting.name] = setting.default
+                continue
+            values[setting.name] = tuple(merged)
+            sources[setting.name] = ", ".join(where for where, _each in candidates)
+            continue
         try:
             values[setting.name] = setting.parse(raw)
         except ValueError as error:

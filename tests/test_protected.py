@@ -17,7 +17,7 @@ from orchestrator.script import parse_script
 from orchestrator.testing import MessagesServer
 from orchestrator.tools import Workdir
 from orchestrator.tools.files import EditFileTool, WriteFileTool
-from orchestrator.tools.protected import ProtectedSnapshot, protected_paths
+from orchestrator.tools.protected import ProtectedSet, ProtectedSnapshot, protected_paths
 from orchestrator.tools.sandbox import find_bwrap, probe_bwrap
 
 GIT_ENV = {
@@ -89,7 +89,7 @@ def test_a_worktree_protects_its_pointer_and_its_gitdirs(repo: Path, tmp_path: P
 def test_the_file_tools_refuse_protected_paths(
     repo: Path, tool: type[Any], arguments: Mapping[str, str]
 ) -> None:
-    before = ProtectedSnapshot.take(protected_paths(repo))
+    before = ProtectedSnapshot.take(ProtectedSet(repo, protected_paths(repo)))
     workdir = Workdir(repo, protected=protected_paths(repo))
     with pytest.raises(ToolError, match="is protected") as refused:
         tool(workdir).run(arguments)
@@ -98,12 +98,12 @@ def test_the_file_tools_refuse_protected_paths(
 
 
 def test_a_snapshot_names_what_changed_with_a_diff(repo: Path) -> None:
-    snapshot = ProtectedSnapshot.take(protected_paths(repo))
+    snapshot = ProtectedSnapshot.take(ProtectedSet(repo, protected_paths(repo)))
     _git(repo, "config", "core.fsmonitor", "touch /tmp/pwned")
     (repo / ".git" / "hooks" / "post-commit").write_text("#!/bin/sh\n")
     (repo / "orchestrator.toml").write_text('approval = "auto"\n')
     changes = {change.path.relative_to(repo).as_posix(): change for change in snapshot.changes()}
-    assert set(changes) == {".git/config", ".git/hooks", "orchestrator.toml"}
+    assert set(changes) == {".git/config", ".git/hooks/post-commit", "orchestrator.toml"}
     assert any("fsmonitor" in line for line in changes[".git/config"].diff)
     assert changes["orchestrator.toml"].describe(repo) == "the run created orchestrator.toml"
 
@@ -198,10 +198,10 @@ def test_outside_bwrap_a_planted_change_is_a_warning_and_exit_3(repo: Path, tmp_
     assert done.returncode == 3
     assert "! the run changed .git/config" in done.stderr
     assert "fsmonitor" in done.stderr
-    assert "! the run changed .git/hooks" in done.stderr
+    assert "! the run created .git/hooks/post-commit" in done.stderr
     events = [json.loads(line) for line in trace.read_text().splitlines()]
     changed = {Path(e["path"]).name for e in events if e["event"] == "protected.changed"}
-    assert changed == {"config", "hooks"}
+    assert changed == {"config", "post-commit"}
 
 
 def test_allow_write_is_never_a_project_setting(repo: Path, tmp_path: Path) -> None:

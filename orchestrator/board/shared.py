@@ -33,6 +33,7 @@ from orchestrator.plan import (
     PlanUpdated,
     Status,
     check_failed,
+    check_not_allowed,
     parse_batch,
 )
 from orchestrator.protocols import BoardStore, CheckResult, JSONObject, PlanRecord
@@ -76,6 +77,8 @@ class SharedBoard:
         self.run_check: Callable[[str], CheckResult] | None = None
         #: The ``TaskCompleted`` hooks, asked after an item's own check passes.
         self.task_completed: Callable[[JSONObject], CheckResult | None] | None = None
+        #: Asked before a check this agent's model set runs: None lets it run, else why not.
+        self.vet_model_check: Callable[[str], str | None] | None = None
 
     # -- the Plan protocol ------------------------------------------------------------------
 
@@ -183,6 +186,11 @@ class SharedBoard:
             ):
                 continue
             command = checks.get(entry.id) if current is not None else entry.check
+            if current is None and command and self.vet_model_check is not None:
+                # Added in this very update by this agent's model: its own command.
+                why = self.vet_model_check(command)
+                if why is not None:
+                    raise check_not_allowed(entry.id, command, why)
             results = []
             if command and self.run_check is not None:
                 results.append(self.run_check(command))
