@@ -1062,7 +1062,8 @@ PRODUCT_ATTACKS = [
         lambda s: [
             _bash(
                 "cp -r .git ../g-copy 2>/dev/null || cp -r .git /tmp/g-copy; "
-                "mv .git .git-orig && { cp -r ../g-copy .git 2>/dev/null || cp -r /tmp/g-copy .git; }; "
+                "mv .git .git-orig && "
+                "{ cp -r ../g-copy .git 2>/dev/null || cp -r /tmp/g-copy .git; }; "
                 "printf '[core]\\n\\trepositoryformatversion = 0\\n"
                 f"\\tfsmonitor = touch {_out(s)}\\n' > .git/config; git status --short"
             )

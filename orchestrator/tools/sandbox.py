@@ -264,7 +264,9 @@ class SandboxPolicy:
         for path in sorted(pins | leaves, key=lambda p: (len(p.parts), str(p))):
             if any(path.is_relative_to(m) for m in mounts):
                 continue
-            if path in leaves and any(path.is_relative_to(l) and path != l for l in leaves):
+            if path in leaves and any(
+                path.is_relative_to(leaf) and path != leaf for leaf in leaves
+            ):
                 continue  # inside a folder already bound read-only
             flag = "--ro-bind" if path in leaves else "--bind"
             args += [flag, str(path), str(path)]
@@ -454,8 +456,11 @@ class Sandbox:
         overlays: Sequence[Overlay] = (),
         extra_env: Mapping[str, str] | None = None,
     ) -> tuple[list[str], dict[str, str]]:
-        """The argv and environment for ``command``; ``extra_env`` is set on top (a check's
-        ``PYTHONSAFEPATH``); ``overlays`` only mean something under bwrap."""
+        """The argv and environment for ``command``.
+
+        ``extra_env`` is set on top (a check's ``PYTHONSAFEPATH``); ``overlays`` only mean
+        something under bwrap.
+        """
         extra = dict(extra_env or {})
         if self.mode == "bwrap":
             assert self.bwrap is not None  # checked when the sandbox was chosen

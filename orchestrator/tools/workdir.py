@@ -35,7 +35,7 @@ class Workdir:
     #: Paths that run later (git hooks and config, our own files): never written by a tool.
     protected: tuple[Path, ...] = ()
     #: The person's ``protect`` globs: files no tool writes.
-    protect: ProtectGlobs = ProtectGlobs()
+    protect: ProtectGlobs = attrs.Factory(ProtectGlobs)
     #: Files no tool reads or writes: a board's store inside the work directory, the trace.
     hidden: tuple[Path, ...] = ()
 

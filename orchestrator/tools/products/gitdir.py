@@ -10,6 +10,7 @@ bwrap a change to it is reported, and under bwrap it never reaches the repositor
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -112,8 +113,11 @@ def not_allowed(gitdir: Path) -> Iterator[Path]:
 
 @attrs.frozen
 class GitLayout:
-    """A work directory's git dirs: its own (``HEAD``, the index) and the common one (objects,
-    refs, config). They are the same folder except in a linked worktree."""
+    """A work directory's git dirs: its own (``HEAD``, the index) and the common one.
+
+    The common one holds objects, refs and config; they are the same folder except in a
+    linked worktree.
+    """
 
     workdir: Path
     gitdir: Path
@@ -264,10 +268,8 @@ def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        except FileNotFoundError:
-            pass
 
 
 # --- gitlinks -----------------------------------------------------------------------------------

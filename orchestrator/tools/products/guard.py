@@ -10,8 +10,7 @@ nothing about code whose tests, ``conftest.py`` or ``Makefile`` the model rewrot
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -149,15 +148,12 @@ class ProductGuard:
         changes = self.changes()
         if not changes:
             return None
+        named = describe_changes(changes, self.covered.root)
         return (
-            f"protected files changed since the run started ({describe_changes(changes, self.covered.root)}), "
-            "so the check proves nothing; put them back as they were"
+            f"protected files changed since the run started ({named}), so the check proves "
+            "nothing; put them back as they were"
         )
 
     def close(self) -> None:
         if self.overlay is not None:
             self.overlay.close()
-
-
-def landing_fields(landing: Landing) -> Mapping[str, Any]:
-    return {"landed": list(landing.landed), "dropped": [d.as_dict() for d in landing.dropped]}

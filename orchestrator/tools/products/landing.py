@@ -310,7 +310,7 @@ class _Lander:
         self._reflogs(applied)
         return handled
 
-    def _refuse_ref(
+    def _refuse_ref(  # noqa: PLR0917 (one ref's whole case, read in one place)
         self,
         name: str,
         old: str | None,
@@ -435,11 +435,11 @@ class _Lander:
             handled.add(index.relative)
             self._index(index)
         for name in _PSEUDO_REFS + _MESSAGES:
-            entry = by_name.get(name)
-            if entry is None:
+            kept = by_name.get(name)
+            if kept is None:
                 continue
-            handled.add(entry.relative)
-            self._bookkeeping(name, entry)
+            handled.add(kept.relative)
+            self._bookkeeping(name, kept)
         log = by_name.get("logs/HEAD")
         if log is not None and log.kind == "file":
             handled.add(log.relative)
@@ -689,7 +689,7 @@ def _object_types(git_dir: Path, names: list[str]) -> dict[str, str]:
 
 def _object_matches(path: Path, name: str) -> bool:
     """Whether a loose object's inflated content hashes to ``name``."""
-    hasher = hashlib.sha256() if len(name) == 64 else hashlib.sha1()  # noqa: S324 (git's id)
+    hasher = hashlib.sha256() if len(name) == 64 else hashlib.sha1()
     inflate = zlib.decompressobj()
     total = 0
     try:

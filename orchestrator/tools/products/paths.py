@@ -19,8 +19,12 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from pathspec import PathSpec
 
 #: Our own files that decide what the next run starts.
 OWN_FILES = ("orchestrator.toml", ".mcp.json")
@@ -296,10 +300,10 @@ class ProtectGlobs:
                     yield Path(entry.path)
 
 
-_SPECS: dict[tuple[str, ...], object] = {}
+_SPECS: dict[tuple[str, ...], PathSpec[Any]] = {}
 
 
-def _spec(patterns: tuple[str, ...]) -> object:
+def _spec(patterns: tuple[str, ...]) -> PathSpec[Any]:
     spec = _SPECS.get(patterns)
     if spec is None:
         import pathspec
@@ -330,8 +334,10 @@ _SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
 
 
 def store_files(board: str | None, cwd: Path | None = None) -> tuple[Path, ...]:
-    """The files a ``board`` setting keeps the board in (a JSON file, a SQLite file and its
-    ``-wal``/``-shm``/``-journal``); none for PostgreSQL or no board."""
+    """The files a ``board`` setting keeps the board in; none for PostgreSQL or no board.
+
+    A JSON file, or a SQLite file and its ``-wal``, ``-shm`` and ``-journal``.
+    """
     if not board or board.startswith(("postgresql://", "postgres://")):
         return ()
     base = cwd if cwd is not None else Path.cwd()

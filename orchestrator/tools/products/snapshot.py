@@ -78,7 +78,7 @@ class ProtectedSet:
 
     root: Path
     paths: tuple[Path, ...] = ()
-    globs: ProtectGlobs = ProtectGlobs()
+    globs: ProtectGlobs = attrs.Factory(ProtectGlobs)
     layout: GitLayout | None = None
     #: Paths a walk for the globs never enters (hidden stores, the harness's folder).
     skip: tuple[Path, ...] = ()
@@ -88,8 +88,10 @@ class ProtectedSet:
     def gitlink_paths(
         self, earlier: ProtectedSnapshot | None
     ) -> tuple[frozenset[str], tuple[object, ...]]:
-        """The gitlinks of the index and of HEAD's tree, and what they were read from (a key
-        that lets a later snapshot skip git when neither changed)."""
+        """The gitlinks of the index and of HEAD's tree, and the key they were read under.
+
+        A later snapshot with the same key (the index's stat, HEAD's commit) skips git.
+        """
         from orchestrator.tools.products.gitdir import head_commit, index_gitlinks, tree_gitlinks
 
         layout = self.layout
@@ -151,8 +153,11 @@ class ProtectedSnapshot:
     def take(
         cls, covered: ProtectedSet, earlier: ProtectedSnapshot | None = None
     ) -> ProtectedSnapshot:
-        """Digest every file ``covered`` names; a file whose stat is as ``earlier`` saw it is
-        not read again (its change time moves with any write)."""
+        """Digest every file ``covered`` names.
+
+        A file whose stat is as ``earlier`` saw it is not read again (its change time moves
+        with any write).
+        """
         states: dict[Path, FileState] = {}
         budget = [_TEXT_BUDGET]
         known = earlier.states if earlier is not None else {}
@@ -172,9 +177,13 @@ class ProtectedSnapshot:
             before, after = self.states.get(path), later.states.get(path)
             if before == after:
                 continue
-            if before is None and after is not None and new_gitdir is not None:
-                if _inert_in_new_gitdir(path, new_gitdir, after):
-                    continue
+            if (
+                before is None
+                and after is not None
+                and new_gitdir is not None
+                and _inert_in_new_gitdir(path, new_gitdir, after)
+            ):
+                continue
             found.append(
                 ProtectedChange(
                     path,
@@ -184,13 +193,13 @@ class ProtectedSnapshot:
                     note=_note(path, self.covered.root, before, after),
                 )
             )
-        for path in sorted(later.gitlinks - self.gitlinks):
+        for link in sorted(later.gitlinks - self.gitlinks):
             found.append(
                 ProtectedChange(
-                    self.covered.root / path,
+                    self.covered.root / link,
                     None,
                     "gitlink",
-                    ("+160000 gitlink " + path,),
+                    ("+160000 gitlink " + link,),
                     note="added a gitlink (mode 160000: a nested repository git runs) at",
                 )
             )
