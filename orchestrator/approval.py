@@ -135,13 +135,26 @@ class ApprovalPolicy:
             )
         if tool in self.auto_approve or self._allowed_for_session(tool, arguments):
             return True
+        return self._ask(tool, arguments, f"--approval {self.mode}")
+
+    def confirm(self, tool: str, arguments: Mapping[str, Any]) -> bool | Refusal:
+        """Ask a person even where the mode would not (a ``PreToolUse`` hook's ``ask``).
+
+        ``--approval deny`` still refuses, and without a terminal the call is refused, as any
+        approval is there.
+        """
+        if self.mode == "deny":
+            return self(tool, arguments)
+        return self._ask(tool, arguments, "a PreToolUse hook asks for approval")
+
+    def _ask(self, tool: str, arguments: Mapping[str, Any], why: str) -> bool | Refusal:
         if self.asker is None:
             return self._refuse(
                 tool,
                 arguments,
-                f"no terminal to ask (--approval {self.mode})",
+                f"no terminal to ask ({why})",
                 f"Error: {tool} did not run: this session has no one to approve it (no "
-                f"terminal, --approval {self.mode}). Do not retry it; finish what you can "
+                f"terminal, {why}). Do not retry it; finish what you can "
                 "without it and say in your answer what is left undone.",
             )
         answer = self.asker(tool, arguments)

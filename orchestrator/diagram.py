@@ -233,6 +233,54 @@ def _tidy_mermaid(source: str) -> str:
 # --- reading a trace --------------------------------------------------------------------------
 
 
+@attrs.define
+class EdgeCounts:
+    """How often each item and loop edge fired, counted as a trace's events stream past.
+
+    :func:`render_machines` reads a file with one; a reader that already streams the trace
+    (``show --html``) feeds its events to one and draws from it with ``counts=``.
+    """
+
+    items: Counter[_EdgeKey] = attrs.field(factory=Counter)
+    loop: Counter[_EdgeKey] = attrs.field(factory=Counter)
+    #: Callbacks the events since the last loop edge prove ran (see ``_CALLBACK_EVIDENCE``).
+    evidence: list[str] = attrs.field(factory=list)
+
+    def feed(self, record: Mapping[str, Any]) -> None:
+        """Count one event; ``ValueError`` for an edge without string src, trigger and dst."""
+        event = record.get("event")
+        if event == "plan.transition":
+            self.items[(*_edge_of(record), ())] += 1
+        elif event == "loop.transition":
+            self.loop[(*_edge_of(record), tuple(self.evidence))] += 1
+            self.evidence = []
+        elif isinstance(event, str) and event in _CALLBACK_EVIDENCE:
+            self.evidence.append(_CALLBACK_EVIDENCE[event])
+
+    def visits(self) -> tuple[_Visits, _Visits]:
+        return _Visits(dict(self.items)), _Visits(dict(self.loop))
+
+    def fired(self) -> dict[str, list[tuple[str, str, str, int]]]:
+        """Per machine, each edge that fired as ``(src, trigger, dst, times)``, in firing order."""
+        found: dict[str, list[tuple[str, str, str, int]]] = {}
+        for name, counter in (("item", self.items), ("loop", self.loop)):
+            merged: Counter[tuple[str, str, str]] = Counter()
+            for (src, trigger, dst, _actions), times in counter.items():
+                merged[(src, trigger, dst)] += times
+            found[name] = [
+                (src, trigger, dst, times) for (src, trigger, dst), times in merged.items()
+            ]
+        return found
+
+
+def _edge_of(record: Mapping[str, Any]) -> tuple[str, str, str]:
+    values = [record.get(key) for key in ("src", "trigger", "dst")]
+    if not all(isinstance(value, str) for value in values):
+        raise ValueError(f"{record.get('event')} needs string src, trigger and dst")
+    src, trigger, dst = (str(value) for value in values)
+    return src, trigger, dst
+
+
 def _read_trace(path: Path) -> tuple[_Visits, _Visits]:
     """The item and the loop machine's edge counts in one trace file, read line by line.
 
@@ -240,27 +288,16 @@ def _read_trace(path: Path) -> tuple[_Visits, _Visits]:
     before a bad edge is reported, so a file with both a broken line and a bad edge names the
     broken line, as when the whole file was read first.
     """
-    items: Counter[_EdgeKey] = Counter()
-    loop: Counter[_EdgeKey] = Counter()
-    evidence: list[str] = []
+    counts = EdgeCounts()
     bad_edge: DiagramError | None = None
     for number, record in _trace_records(path):
-        event = record.get("event")
         try:
-            if event == "plan.transition":
-                src, trigger, dst = _edge_fields(path, number, record)
-                items[(src, trigger, dst, ())] += 1
-            elif event == "loop.transition":
-                src, trigger, dst = _edge_fields(path, number, record)
-                loop[(src, trigger, dst, tuple(evidence))] += 1
-                evidence = []
-            elif isinstance(event, str) and event in _CALLBACK_EVIDENCE:
-                evidence.append(_CALLBACK_EVIDENCE[event])
-        except DiagramError as error:
-            bad_edge = bad_edge or error
+            counts.feed(record)
+        except ValueError as error:
+            bad_edge = bad_edge or DiagramError(f"trace {path} line {number}: {error}")
     if bad_edge is not None:
         raise bad_edge
-    return _Visits(dict(items)), _Visits(dict(loop))
+    return counts.visits()
 
 
 def _trace_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -325,16 +362,6 @@ def _whole_text(path: Path) -> str:
         raise DiagramError(f"trace {path}: cannot read it: {error}") from None
 
 
-def _edge_fields(path: Path, number: int, record: Mapping[str, Any]) -> tuple[str, str, str]:
-    values = [record.get(key) for key in ("src", "trigger", "dst")]
-    if not all(isinstance(value, str) for value in values):
-        raise DiagramError(
-            f"trace {path} line {number}: {record['event']} needs string src, trigger and dst"
-        )
-    src, trigger, dst = (str(value) for value in values)
-    return src, trigger, dst
-
-
 # --- public API -------------------------------------------------------------------------------
 
 
@@ -354,12 +381,17 @@ def render_diagram(machine: MachineName, fmt: DiagramFormat, *, trace: Path | No
 
 
 def render_machines(
-    machine: MachineName, fmt: DiagramFormat, *, trace: Path | None = None
+    machine: MachineName,
+    fmt: DiagramFormat,
+    *,
+    trace: Path | None = None,
+    counts: EdgeCounts | None = None,
 ) -> dict[str, str]:
     """One document per machine, by name (``item``, ``loop``): each parses on its own.
 
-    Writing dot source needs the graphviz Python package (a dependency), not the ``dot``
-    program; only :func:`render_image` runs that.
+    ``counts`` (edges counted already) stands for reading ``trace``. Writing dot source needs
+    the graphviz Python package (a dependency), not the ``dot`` program; only
+    :func:`render_image` and :func:`render_svg` run that.
     """
     if machine not in ("item", "loop", "all"):
         raise DiagramError(f"unknown machine {machine!r}; use item, loop or all")
@@ -369,7 +401,9 @@ def render_machines(
         _require_graphviz_package()
     item_visits: _Visits | None = None
     loop_visits: _Visits | None = None
-    if trace is not None:
+    if counts is not None:
+        item_visits, loop_visits = counts.visits()
+    elif trace is not None:
         item_visits, loop_visits = _read_trace(trace)
     documents = {}
     if machine in ("item", "all"):
@@ -398,6 +432,24 @@ def render_image(dot_source: str, path: Path) -> None:
     if done.returncode != 0:
         first = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[0]
         raise DiagramError(f"{path}: dot failed: {first}")
+
+
+def render_svg(dot_source: str) -> str:
+    """Dot source drawn as SVG text by the ``dot`` program (:class:`DiagramError` without it)."""
+    program = shutil.which("dot")
+    if program is None:
+        raise DiagramError(DOT_PROGRAM_MISSING)
+    done = subprocess.run(
+        [program, "-Tsvg"],
+        input=dot_source.encode("utf-8"),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        first = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[0]
+        raise DiagramError(f"dot failed: {first}")
+    return done.stdout.decode("utf-8", "replace")
 
 
 _SUFFIXES = {"mermaid": ".mmd", "dot": ".dot"}

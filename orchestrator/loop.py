@@ -20,6 +20,7 @@ from orchestrator.context.window import window_from_refusal
 from orchestrator.conversation import Conversation
 from orchestrator.guard import RepeatGuard
 from orchestrator.protocols import (
+    CURRENT_CALL,
     CheckResult,
     ContextKeeper,
     ContextTooLong,
@@ -418,8 +419,11 @@ class Loop:
         budget: Callable[[], str | None] | None = None,
         stop_check: Callable[[int], CheckResult | None] | None = None,
         before_compact: Callable[[], object] | None = None,
+        setup: JSONObject | None = None,
     ) -> None:
         self.model, self.tools, self.plan, self.log = model, tools, plan, log
+        #: What the session adds to ``run.started`` about how it runs (sandbox, approval).
+        self.setup = dict(setup or {})
         #: Says why the run must end now (a cost or time budget spent); asked between rounds.
         self.budget = budget
         #: The ``Stop`` hooks, a done-check after the command one (given the failures so far).
@@ -464,6 +468,7 @@ class Loop:
             plan=self.plan.config,
             first_round=first_round,
             rounds_since_update=rounds_since_update,
+            **self.setup,
         )
         if self.context is not None:
             self.log.info("context.window", model=self.settings.model, **self.context.description)
@@ -670,7 +675,11 @@ class Loop:
             result = ToolResult(verdict.message, is_error=True)
             text = result.text
         else:
-            result = self.tools.dispatch(name, arguments)
+            called = CURRENT_CALL.set(str(tool_id))
+            try:
+                result = self.tools.dispatch(name, arguments)
+            finally:
+                CURRENT_CALL.reset(called)
             text = result.text + self.guard.record(name, arguments, result.is_error)
         is_error = result.is_error
         seconds = result.duration_s

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import attrs
@@ -142,6 +143,11 @@ class Tool(Protocol):
         ...
 
     def run(self, arguments: Mapping[str, Any]) -> ToolResult: ...
+
+
+#: The ``tool_use`` id of the call the loop is dispatching, so a wrapper of the registry (the
+#: hooks, which hand it on as ``tool_use_id``) can name the call without widening ``dispatch``.
+CURRENT_CALL: ContextVar[str] = ContextVar("orchestrator_current_call", default="")
 
 
 class Tools(Protocol):

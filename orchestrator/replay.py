@@ -121,6 +121,8 @@ class Replay:
         #: The checks the run recorded, not yet taken by the replayed board (never re-run).
         self._checks: list[TraceLine] = []
         self._calls: dict[str, tuple[str, Any, bool]] = {}
+        #: The input a PreToolUse hook gave a call in place of the model's (``updatedInput``).
+        self._updated: dict[str, Any] = {}
         # The conversation as the run had it, so the context tiers are re-derived, not read.
         self._follower: ConversationFollower | None = ConversationFollower(_board_from)
         self._follower.on_record = self._collector.plan_record
@@ -257,6 +259,7 @@ class Replay:
         if tool_id not in self._calls:
             return Divergence(line.number, f"tool.result for {tool_id} has no tool.call before it")
         name, arguments, blocked = self._calls.pop(tool_id)
+        ran_with = self._updated.pop(tool_id, arguments)  # the input the tool really got
         is_error = bool(line.event.get("is_error"))
         # A call a PreToolUse hook refused never reached its tool: there is nothing to re-apply.
         hooked = is_error and str(line.event.get("output", "")).startswith(PRE_TOOL_USE_BLOCKED)
@@ -267,7 +270,7 @@ class Replay:
                 self._board.follow(self._recorded)
             elif name == "todo":
                 assert self._todo is not None
-                applied = not self._todo.dispatch(name, arguments).is_error
+                applied = not self._todo.dispatch(name, ran_with).is_error
                 if applied == is_error:
                     state = "accepted" if applied else "rejected"
                     return Divergence(line.number, f"replay {state} the todo call {tool_id}")
@@ -275,6 +278,13 @@ class Replay:
         if self.timeline and self._board is not None:
             self.timeline[-1].completed, self.timeline[-1].total = self._board.progress
         return self._compare(line.number)
+
+    def _on_updated_input(self, line: TraceLine) -> Divergence | None:
+        tool_id = str(line.event.get("id"))
+        if tool_id not in self._calls:
+            return Divergence(line.number, f"hook.updated_input for {tool_id} has no tool.call")
+        self._updated[tool_id] = line.event.get("input")
+        return None
 
     def _on_plan_updated(self, line: TraceLine) -> Divergence | None:
         if not line.event.get("reset"):
@@ -327,6 +337,7 @@ class Replay:
             self._machine.remove_model(self._run)
             self._run = None
         self._calls.clear()  # a call the run left open never gets its result now
+        self._updated.clear()
         return divergence
 
     _handlers: Mapping[str, Callable[[Replay, TraceLine], Divergence | None]] = {
@@ -335,6 +346,7 @@ class Replay:
         "model.response": _on_model_response,
         "tool.call": _on_tool_call,
         "tool.result": _on_tool_result,
+        "hook.updated_input": _on_updated_input,
         "audit.reminder": _on_reminder,
         "loop.done_check": _on_done_check,
         "plan.updated": _on_plan_updated,

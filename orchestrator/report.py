@@ -73,6 +73,17 @@ class RunReport:
             return ""
         return f'{self.me} resume {shlex.quote(str(self.trace))} "next instruction"'
 
+    @property
+    def picture_command(self) -> str:
+        """The command that writes this run's page (by run id where that finds the trace)."""
+        if self.trace is None:
+            return ""
+        from orchestrator.sessions import trace_named
+
+        named = self.run_id is not None and trace_named(self.run_id) == self.trace
+        shown = self.run_id if named else shlex.quote(str(self.trace))
+        return f"{self.me} show {shown} --html"
+
     def cost_line(self) -> str:
         """Rounds, tokens, cost and time so far (chat's ``/cost``)."""
         return (
@@ -95,6 +106,7 @@ class RunReport:
         if self.trace is not None:
             lines.append(f"trace: {self.trace}")
             lines.append(f"resume: {self.resume_command}")
+            lines.append(f"picture: {self.picture_command}")
         return lines
 
     def unfinished_line(self) -> str:

@@ -13,6 +13,7 @@ conflict and naming its files. Every agent writes its own trace; the board keeps
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import threading
@@ -109,6 +110,10 @@ class TeamResult:
             lines.append(f"! board unfinished: {names}")
         lines.append(f"board: {self.board} (board check: {self.board_check})")
         lines.extend(f"trace: {agent.agent}: {agent.trace}" for agent in self.agents)
+        lead = next((agent for agent in self.agents if agent.agent == "lead" and agent.trace), None)
+        if lead is not None:
+            # The lead's page carries the board's lanes and links every agent's page.
+            lines.append(f"picture: orchestrator show {shlex.quote(lead.trace)} --html")
         return lines
 
 

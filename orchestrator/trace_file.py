@@ -42,6 +42,7 @@ KNOWN_EVENTS = frozenset(
         "mcp.error",
         "loop.done_check",
         "plan.check",
+        "hook.updated_input",
     }
 )
 

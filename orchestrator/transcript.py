@@ -81,6 +81,10 @@ def _event_lines(event: Mapping[str, Any], *, full: bool) -> Iterator[str]:
         arguments = json.dumps(event.get("input"), ensure_ascii=False, indent=2)
         yield f"→ {event.get('name')} [{event.get('id')}]"
         yield from _clipped(arguments, full=full, prefix="    ")
+    elif name == "hook.updated_input":
+        arguments = json.dumps(event.get("input"), ensure_ascii=False, indent=2)
+        yield f"↻ a PreToolUse hook (`{event.get('hook', '?')}`) ran it with this input instead:"
+        yield from _clipped(arguments, full=full, prefix="    ")
     elif name == "tool.result":
         _, verdict = tool_verdict(event)
         yield f"← {event.get('name')} {verdict} ({format_duration(event.get('duration_ms', 0))})"

@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.bench import _cli_start, _figures
 from orchestrator.bench._figures import QUICK, Sizes
+from orchestrator.bench._html import measure_html
 from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._timing import Found
 from orchestrator.bench._workload import (
@@ -36,6 +37,7 @@ from orchestrator.bench.baseline import (
 from orchestrator.console import LiveView
 from orchestrator.conversation import Conversation
 from orchestrator.loop import Loop
+from orchestrator.picture import model as picture_model
 from orchestrator.plan import PlanBoard
 from orchestrator.protocols import JSONObject
 from orchestrator.replay import Replay
@@ -52,6 +54,7 @@ TARGETED = {
     "replay_peak_rss_mb_10k",
     "replay_peak_rss_mb_40k",
     "replay_vs_parse_ratio",
+    "html_render_seconds_per_1k_rounds",
     "plan_scaling_exponent",
     "plan_scaling_exponent_1000",
     "plan_deps_scaling_exponent",
@@ -349,6 +352,11 @@ def _slow_replay(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Replay, "_feed", _burning_first(Replay._feed, lambda *_: 100e-6))
 
 
+def _slow_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    slowed = _burning_first(picture_model._Builder._enter_round, lambda *_: 100e-6)
+    monkeypatch.setattr(picture_model._Builder, "_enter_round", slowed)
+
+
 def _quadratic_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     cost = lambda _self, payload: 1e-6 * len(payload["items"]) ** 2  # noqa: E731
     monkeypatch.setattr(PlanBoard, "apply", _burning_first(PlanBoard.apply, cost))
@@ -394,6 +402,7 @@ def _eager_cli_start(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.param(
             _replay_long, "replay_peak_rss_mb_40k", _hoarding_replay, 1.5, id="replay-rss"
         ),
+        pytest.param(measure_html, "html_render_seconds_per_1k_rounds", _slow_page, 2, id="html"),
         # An exponent moves by adding: a quadratic cost added on top lifts it by about one half.
         pytest.param(
             _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, None, id="plan"

@@ -363,6 +363,7 @@ def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: Mess
     assert closing[1:] == [
         f"trace: {trace}",
         f'resume: {sys.executable} -m orchestrator resume {trace} "next instruction"',
+        f"picture: {sys.executable} -m orchestrator show {trace} --html",
     ]
     assert "orchestrator: run interrupted" in err
     assert "Traceback" not in err

@@ -81,6 +81,8 @@ def _loaded_after(args: list[str], tmp_path: Path) -> list[str]:
         ["show", "--last"],
         ["board", "show", "board.db"],
         ["board", "-h"],
+        ["hooks"],
+        ["trust", "--show"],
     ],
 )
 def test_commands_that_run_nothing_do_not_load_the_sdk_or_the_loop(

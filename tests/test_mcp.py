@@ -497,7 +497,7 @@ def test_on_a_terminal_the_question_covers_mcp_json_and_a_yes_is_recorded(tmp_pa
             encoding="utf-8",
             timeout=TIMEOUT,
         )
-        child.expect_exact("starts MCP servers (notes)")
+        child.expect_exact("start MCP server notes: ")
         child.expect_exact("Do you trust the files in this folder")
         child.sendline("y")
         child.expect(pexpect.EOF)

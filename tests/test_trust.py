@@ -256,3 +256,123 @@ def test_a_broken_trust_file_is_one_line(clone: Path, tmp_path: Path) -> None:
     done = _run(clone, tmp_path / "config")
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1
+
+
+# --- what trust covers: every command, the hook scripts by digest, without a terminal -----------
+
+
+def _project(work: Path) -> None:
+    """A folder whose files start an MCP server and hooks, one of them outside the sandbox."""
+    (work / ".claude" / "hooks").mkdir(parents=True)
+    (work / ".claude" / "hooks" / "guard.py").write_text("import sys\n", "utf-8")
+    (work / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"docs": {"command": "npx", "args": ["-y", "docs-mcp"]}}}),
+        "utf-8",
+    )
+    (work / "orchestrator.toml").write_text(
+        "[[hooks.PreToolUse]]\n"
+        'matcher = "Bash"\n'
+        'hooks = [{ type = "command", command = "python3 .claude/hooks/guard.py" }]\n'
+        "[[hooks.Stop]]\n"
+        'command = "touch stop-ran"\n'
+        "outside = true\n",
+        "utf-8",
+    )
+
+
+def _invoke(*args: str, config_dir: Path) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    done = CliRunner().invoke(
+        cli, list(args), env={"ORCHESTRATOR_CONFIG_DIR": str(config_dir)}, standalone_mode=False
+    )
+    assert done.exception is None, done.output
+    return int(done.return_value or 0), done.output
+
+
+def test_trust_show_lists_every_command_and_digest_and_records_nothing(
+    clone: Path, tmp_path: Path
+) -> None:
+    _project(clone)
+    config_dir = tmp_path / "config"
+    code, shown = _invoke("trust", "--workdir", str(clone), "--show", config_dir=config_dir)
+    assert code == 0
+    toml_digest = hashlib.sha256((clone / "orchestrator.toml").read_bytes()).hexdigest()
+    guard_digest = hashlib.sha256(b"import sys\n").hexdigest()
+    assert f"folder {clone.resolve()}: not trusted" in shown
+    assert f"file orchestrator.toml  sha256 {toml_digest}" in shown
+    assert "starts MCP server docs: npx -y docs-mcp" in shown
+    assert "starts PreToolUse hook [Bash]: python3 .claude/hooks/guard.py" in shown
+    assert "starts Stop hook: touch stop-ran  (OUTSIDE the sandbox, with your rights)" in shown
+    assert f"hook script .claude/hooks/guard.py  sha256 {guard_digest}" in shown
+    assert not trust_file({"ORCHESTRATOR_CONFIG_DIR": str(config_dir)}).exists()
+    code, said = _invoke("trust", "--workdir", str(clone), config_dir=config_dir)
+    assert code == 0 and "recorded:" in said
+    store = TrustStore(trust_file({"ORCHESTRATOR_CONFIG_DIR": str(config_dir)}))
+    record = store.record(clone)
+    assert store.trusts(clone) and record is not None
+    assert dict(record.files) == {".claude/hooks/guard.py": guard_digest}
+
+
+def test_a_folder_trusted_without_a_terminal_runs_its_hooks_without_asking(
+    clone: Path, tmp_path: Path
+) -> None:
+    (clone / "orchestrator.toml").write_text(
+        '[[hooks.SessionStart]]\ncommand = "touch started"\n', "utf-8"
+    )
+    _invoke("trust", "--workdir", str(clone), config_dir=tmp_path / "config")
+    with _script() as server:
+        done = _run(clone, tmp_path / "config", "--base-url", server.base_url)
+    assert done.returncode == 0, done.stderr
+    assert (clone / "started").exists()
+
+
+def test_the_question_lists_every_command_and_a_file_with_hooks_alone_is_asked(
+    clone: Path, tmp_path: Path
+) -> None:
+    config_dir = tmp_path / "config"
+    (clone / "orchestrator.toml").write_text(
+        '[[hooks.SessionStart]]\ncommand = "touch started"\noutside = true\n', "utf-8"
+    )
+    with _script() as server:
+        args = [
+            *("-m", "orchestrator", "run", "Hi", "--workdir", str(clone), "--yes"),
+            *("--base-url", server.base_url, "--trace", str(tmp_path / "t.jsonl")),
+        ]
+        child = pexpect.spawn(
+            sys.executable, args, env=_env(config_dir), encoding="utf-8", timeout=60
+        )
+        child.expect_exact("would have this run:")
+        child.expect_exact("start SessionStart hook: touch started  (OUTSIDE the sandbox")
+        child.expect_exact("Do you trust the files in this folder")
+        child.sendline("y")
+        child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 0
+    assert (clone / "started").exists()
+    assert TrustStore(trust_file(_env(config_dir))).trusts(clone)
+
+
+def test_trust_records_with_hook_scripts_read_back_and_older_records_still_read(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "trusted-folders.json"
+    folder = tmp_path / "f"
+    folder.mkdir()
+    (folder / "orchestrator.toml").write_text("max_rounds = 3\n", "utf-8")
+    store = TrustStore(path)
+    store.add(folder, {"hooks/x.sh": "abc"})
+    other = tmp_path / "g"
+    other.mkdir()
+    store.add(other)
+    written = json.loads(path.read_text("utf-8"))["trusted"]
+    assert written[str(other.resolve())] == ""  # no files: the digest alone, as before
+    assert written[str(folder.resolve())]["files"] == {"hooks/x.sh": "abc"}
+    record = store.record(folder)
+    assert record is not None and dict(record.files) == {"hooks/x.sh": "abc"}
+    assert store.trusts(folder) and store.trusts(other)
+    path.write_text(json.dumps({"trusted": {str(folder): {"digest": 3}}}), "utf-8")
+    with pytest.raises(TrustError, match="expected"):
+        store.trusts(folder)

@@ -244,6 +244,8 @@ class Agent:
         finally:
             session.close()
         ended = session.report_for(outcome, report.EXIT_INTERRUPTED)
+        if ended.picture_command:  # on the console, when the agent has one
+            session.say(f"picture: {ended.picture_command}")
         conversation = session.conversation_now
         return RunResult(
             status=outcome.status,

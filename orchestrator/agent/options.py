@@ -19,11 +19,7 @@ from orchestrator.config import (
     UntrustedConfig,
     load_config,
 )
-from orchestrator.hooks import (
-    Hook,
-    HookConfigError,
-    load_hooks,
-)
+from orchestrator.hooks import Hook, HookConfigError
 from orchestrator.tools.mcp_config import McpConfigError, McpServerConfig
 from orchestrator.trust import TrustError, TrustStore, trust_file
 
@@ -42,9 +38,12 @@ class RunOptions:
     #: The MCP servers the files name, and whether the project's may start (issue 22).
     mcp_servers: tuple[McpServerConfig, ...] = ()
     mcp_trusted: bool = False
-    #: The hooks that may run (issue 24), and the project files whose hooks may not (untrusted).
+    #: The hooks in effect (issue 24; skipped ones too), and the project files whose hooks may
+    #: not run (untrusted).
     hooks: tuple[Hook, ...] = ()
     hooks_untrusted: tuple[str, ...] = ()
+    #: The digests of the files hooks name in the work directory that a person trusted.
+    hook_files: Mapping[str, str] = attrs.field(factory=dict)
 
     @property
     def machine_output(self) -> bool:
@@ -67,109 +66,53 @@ def load_options(
 ) -> RunOptions:
     """Settings from ``settings`` (None: not given), the environment and the config files.
 
-    A project file that widens anything, or starts MCP servers, needs the folder trusted:
-    ``trust``, a recorded trust, or a yes from ``ask``. ``label(name)`` names a setting in
-    errors (the CLI's ``--max-rounds``, the API's ``max_rounds=``).
+    A project file that widens anything, starts MCP servers or runs hooks needs the folder
+    trusted: ``trust``, a recorded trust, or a yes from ``ask``, which is asked once with every
+    command the folder's files would start. ``label(name)`` names a setting in errors (the
+    CLI's ``--max-rounds``, the API's ``max_rounds=``).
     """
+    from orchestrator.config import user_config_path
+    from orchestrator.tools.mcp_config import load_servers
+    from orchestrator.trust_scope import trust_scope
+
     if not workdir.is_dir():
         raise SettingsError(f"{_workdir_label(label)} {workdir}: no such directory")
-    config = _trusted_config(workdir, settings, trust=trust, ask=ask, label=label)
-    servers, trusted = _mcp_servers(workdir, trust=trust, ask=ask)
-    hooks, untrusted = _hooks(workdir, trust=trust)
+    try:
+        store = TrustStore(trust_file())
+        scope = trust_scope(workdir, settings, label=label)
+        recorded = store.record(workdir)
+        trusted = trust or store.trusts(workdir)
+        changed = store.changed_since_trusted(workdir)
+        asking = not trusted and scope.needs_trust and ask is not None
+        if asking and ask is not None and ask(scope.question(changed=changed)):
+            store.add(workdir, scope.scripts)
+            trusted, recorded = True, store.record(workdir)
+        try:
+            config = load_config(workdir, settings, trusted=trusted, label=label)
+        except UntrustedConfig as error:
+            since = " (it changed since the folder was trusted)" if changed and ask is None else ""
+            raise SettingsError(f"{error}{since}") from None
+        servers = load_servers(workdir, user_config_path(), trusted=trusted)
+    except (ConfigError, HookConfigError, McpConfigError, TrustError) as error:
+        raise SettingsError(str(error)) from None
+    hooks = scope.hooks
+    untrusted: tuple[str, ...] = ()
+    if not trusted:
+        untrusted = tuple(dict.fromkeys(hook.origin for hook in scope.project_hooks))
+        hooks = tuple(hook for hook in hooks if not hook.project)
+    # The scripts a person has seen: all of them now when trusted for this run alone.
+    seen = dict(scope.scripts) if trust else dict(recorded.files if recorded else {})
     return RunOptions(
         workdir=workdir.resolve(),
         config=config,
         mcp_servers=servers,
-        mcp_trusted=trusted,
+        mcp_trusted=trusted or not scope.servers,
         hooks=hooks,
         hooks_untrusted=untrusted,
+        hook_files=seen,
         **options,
     )
 
 
-def _hooks(workdir: Path, *, trust: bool) -> tuple[tuple[Hook, ...], tuple[str, ...]]:
-    """The user's hooks, and the project's when the folder is trusted (they run commands)."""
-    from orchestrator.config import CONFIG_FILE, user_config_path
-
-    try:
-        hooks = load_hooks([(user_config_path(), False), (workdir / CONFIG_FILE, True)])
-        if trust or not any(hook.project for hook in hooks):
-            return hooks, ()
-        if TrustStore(trust_file()).trusts(workdir):
-            return hooks, ()
-    except (HookConfigError, TrustError) as error:
-        raise SettingsError(str(error)) from None
-    files = tuple(dict.fromkeys(hook.origin for hook in hooks if hook.project))
-    return tuple(hook for hook in hooks if not hook.project), files
-
-
 def _workdir_label(label: Callable[[str], str] | None) -> str:
     return "--workdir" if label is None else label("workdir")
-
-
-def _trusted_config(
-    workdir: Path,
-    settings: Mapping[str, Any],
-    *,
-    trust: bool,
-    ask: Asker,
-    label: Callable[[str], str] | None,
-) -> Config:
-    """Load the settings; a project file that widens anything needs the folder trusted."""
-    try:
-        store = TrustStore(trust_file())
-        try:
-            return load_config(
-                workdir, settings, trusted=trust or store.trusts(workdir), label=label
-            )
-        except UntrustedConfig as error:
-            changed = store.changed_since_trusted(workdir)
-            if ask is None:
-                since = " (it changed since the folder was trusted)" if changed else ""
-                raise SettingsError(f"{error}{since}") from None
-            question = (
-                f"{error.path} sets {', '.join(error.names)}."
-                f"{' It changed since you trusted this folder.' if changed else ''} "
-                f"Do you trust the files in this folder ({workdir.resolve()})?"
-            )
-            if not ask(question):
-                raise SettingsError(str(error)) from None
-            store.add(workdir)
-            return load_config(workdir, settings, trusted=True, label=label)
-    except (ConfigError, TrustError) as error:
-        raise SettingsError(str(error)) from None
-
-
-def _mcp_servers(
-    workdir: Path, *, trust: bool, ask: Asker
-) -> tuple[tuple[McpServerConfig, ...], bool]:
-    """The configured MCP servers, and whether the project's may start."""
-    from orchestrator.config import user_config_path
-    from orchestrator.tools.mcp_config import load_servers
-
-    try:
-        servers = load_servers(workdir, user_config_path())
-        store = TrustStore(trust_file())
-        project = [server for server in servers if server.project]
-        if trust or not project or store.trusts(workdir):
-            return servers, True
-        untrusted = load_servers(workdir, user_config_path(), trusted=False)
-        if ask is None:
-            return untrusted, False  # the run says so in one line as it starts
-        files = ", ".join(dict.fromkeys(server.origin for server in project))
-        changed = (
-            " It changed since you trusted this folder."
-            if store.changed_since_trusted(workdir)
-            else ""
-        )
-        question = (
-            f"{files} start{'s' if len(project) == 1 else ''} MCP servers "
-            f"({', '.join(server.name for server in project)}).{changed} "
-            f"Do you trust the files in this folder ({workdir.resolve()})?"
-        )
-        if not ask(question):
-            return untrusted, False
-        store.add(workdir)
-        return servers, True
-    except (McpConfigError, TrustError) as error:
-        raise SettingsError(str(error)) from None

@@ -31,8 +31,8 @@ from orchestrator.agent.options import RunOptions
 from orchestrator.approval import (
     Answer,
     ApprovalPolicy,
+    RefusedAction,
     ask_at_terminal,
-    asks_about,
     no_terminal_notice,
 )
 from orchestrator.board.shared import SharedBoard
@@ -45,7 +45,9 @@ from orchestrator.context import ContextManager, LimitsSource, window_label
 from orchestrator.conversation import Conversation
 from orchestrator.hooks import (
     HookedTools,
+    HookRefusal,
     HookRunner,
+    skipped_line,
     stop_check,
     task_completed_check,
 )
@@ -146,6 +148,7 @@ class Session:
     _run_id: str | None = None
     _loop: Loop | None = None
     _hooks: HookRunner | None = None
+    _hook_refusals: tuple[HookRefusal, ...] = ()
     _hook_context: str = ""
     _first_round: int = 0
     _stale: int = 0
@@ -153,7 +156,8 @@ class Session:
     def _approval_policy(self) -> ApprovalPolicy:
         mode = self.options.config.approval
         asker = None
-        if self.interactive and asks_about(mode):
+        # Any mode may be asked: a PreToolUse hook's "ask" prompts even under --yes.
+        if self.interactive:
             view, workdir = self.view, self.options.workdir
 
             def asker(tool: str, arguments: Mapping[str, Any]) -> Answer:
@@ -235,11 +239,12 @@ class Session:
     def _new_loop(self, settings: LoopSettings, limits: ModelLimits, hooks: HookRunner) -> Loop:
         """The loop, its tools, checks and context keeper wired, the hooks where they meet it."""
         config, resumed = self.options.config, self.resume_from
-        assert self._trace is not None
+        assert self._trace is not None and self.sandbox is not None
         secrets = hooks.secrets
-        tools: Tools = self._registry(secrets)
+        registry = self._registry(secrets)
+        tools: Tools = registry
         if hooks.has("PreToolUse") or hooks.has("PostToolUse"):
-            tools = HookedTools(tools, hooks)
+            tools = HookedTools(registry, hooks, approval=self.approval, log=self._trace.log)
         run_check = self._check_runner(secrets)
         # Checks run where the model's bash runs, on either kind of board.
         self.board.run_check = run_check
@@ -255,11 +260,12 @@ class Session:
             run_check=run_check,
             stop_check=stop_check(hooks) if hooks.has("Stop") else None,
             before_compact=(
-                (lambda: hooks.run("PreCompact", {"trigger": "auto"}))
+                (lambda: hooks.run("PreCompact", {"trigger": "auto"}, "auto"))
                 if hooks.has("PreCompact")
                 else None
             ),
             budget=self._budget,
+            setup={"sandbox": self.sandbox.sandbox.mode, "approval": config.approval},
             plan=self.board,
             log=self._trace.log,
             settings=settings,
@@ -280,13 +286,18 @@ class Session:
         )
 
     def _hook_runner(self, run_id: str, trace: Path, secrets: Sequence[str]) -> HookRunner:
-        """The session's hooks, started with ``SessionStart``; said when a project's may not run."""
+        """The session's hooks, started with ``SessionStart``; said when some may not run."""
         options = self.options
+        assert self.sandbox is not None  # chosen in _open()
         for origin in options.hooks_untrusted:
             self.notice(
                 f"orchestrator: the hooks in {inert(origin)} do not run: this folder is not "
-                "trusted (pass --trust to trust it)"
+                "trusted (pass --trust to trust it, or run `orchestrator trust`)"
             )
+        for origin in dict.fromkeys(hook.origin for hook in options.hooks):
+            line = skipped_line(options.hooks, origin)
+            if line is not None:
+                self.notice(f"orchestrator: {inert(line)}")
         self._hooks = runner = HookRunner(
             options.hooks,
             options.workdir,
@@ -294,11 +305,14 @@ class Session:
             transcript_path=str(trace),
             secrets=tuple(secrets),
             notice=self.notice,
+            sandbox=self.sandbox.sandbox,
+            approval=options.config.approval,
+            trusted_files=options.hook_files,
         )
+        runner.check_scripts()
         if runner.has("SessionStart"):
-            started = runner.run(
-                "SessionStart", {"source": "resume" if self.resume_from else "startup"}
-            )
+            source = "resume" if self.resume_from else "startup"
+            started = runner.run("SessionStart", {"source": source}, source)
             self._hook_context = started.context
         return runner
 
@@ -577,7 +591,9 @@ class Session:
         if self._guard is not None:
             self._guard.close()
         if self._hooks is not None and self._hooks.has("SessionEnd"):
-            self._hooks.run("SessionEnd", {"reason": "exit"})
+            self._hooks.run("SessionEnd", {"reason": "other"}, "other")
+        if self._hooks is not None:
+            self._hook_refusals = tuple(self._hooks.refused)
         self._hooks = None
         if self.mcp is not None:  # before the trace: stopping may still log
             self.mcp.close()
@@ -596,7 +612,7 @@ class Session:
 
     def report_for(self, outcome: RunOutcome | None, interrupted_code: int) -> report.RunReport:
         status = outcome.status if outcome is not None else "chat"
-        refused = tuple(self.approval.refused)
+        refused = (*self.approval.refused, *self._refused_hooks())
         unfinished = outcome.unfinished if outcome is not None else ()
         code = report.exit_code(
             status, len(refused) + len(self.protected_changes), interrupted_code, len(unfinished)
@@ -618,6 +634,14 @@ class Session:
             run_id=self._run_id,
             plan=tuple(item.as_dict() for item in self.board.items),
         )
+
+    def _refused_hooks(self) -> list[RefusedAction]:
+        """The hooks that did not run because of their scripts: each counts as a refusal."""
+        refusals = self._hooks.refused if self._hooks is not None else self._hook_refusals
+        return [
+            RefusedAction(f"{refusal.event} hook", refusal.command, refusal.reason)
+            for refusal in refusals
+        ]
 
     def _registry(self, secrets: Sequence[str]) -> ToolRegistry:
         config = self.options.config

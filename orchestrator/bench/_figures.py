@@ -24,6 +24,7 @@ from transitions import Machine
 
 from orchestrator.bench import _floors
 from orchestrator.bench._board import measure_board
+from orchestrator.bench._html import measure_html
 from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._sandbox import sandbox_cost
 from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
@@ -559,6 +560,7 @@ MEASURES = (
     measure_plan_dependencies,
     _machine_sharing,
     _replay,
+    measure_html,
     _prompt_cache,
     _update_output,
     _long_run,

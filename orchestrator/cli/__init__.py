@@ -68,6 +68,16 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "board_group",
         "A shared board several agents work: show, add, claim, complete, release, log, check.",
     ),
+    "hooks": (
+        "orchestrator.cli.hooks",
+        "hooks",
+        "List the hooks in effect: event, matcher, command, file, trusted or not, where each runs.",
+    ),
+    "trust": (
+        "orchestrator.cli.trust",
+        "trust",
+        "Trust a folder's files (orchestrator.toml, .mcp.json, hook scripts) without a terminal.",
+    ),
     "config": (
         "orchestrator.cli.diagnose",
         "show_config",

@@ -74,10 +74,23 @@ def board_group() -> None:
 @board_group.command(context_settings=CONTEXT_SETTINGS)
 @_url
 @_as_json
-def show(url: str, as_json: bool) -> int:
+@click.option(
+    "--html",
+    "html_out",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[OUT]",
+    help="Write the board's log as one self-contained HTML page instead: a lane per agent and "
+    "per item, each agent's page linked (OUT: a file or folder, - for stdout); print its path.  "
+    "[default OUT: beside a SQLite board's file, else board.html here]",
+)
+def show(url: str, as_json: bool, html_out: str | None) -> int:
     """Every item with its status, owner, blockers and lease."""
     from orchestrator.board.store import items_as_json
 
+    if html_out is not None:
+        return _show_html(url, html_out or None)
     with _store(url) as store:
         items, checks = store.items(), store.checks()
     if as_json:
@@ -91,6 +104,19 @@ def show(url: str, as_json: bool) -> int:
     for item in items:
         click.echo(_line(item, done, checks.get(item.id)))
     click.echo(f"\n({len(done)}/{len(items)} completed)")
+    return 0
+
+
+def _show_html(url: str, out: str | None) -> int:
+    from orchestrator.picture.pages import PageError, write_board_pages
+
+    try:
+        written = write_board_pages(url, out)
+    except PageError as error:
+        raise InputError(str(error)) from None
+    for number, page in enumerate(written):
+        if page is not None:
+            click.echo(str(page), err=number > 0 and written[0] is None)
     return 0
 
 

@@ -53,16 +53,50 @@ _last = click.option("--last", is_flag=True, help="The newest session of this di
     help="Only this round.  [default: every round]",
 )
 @click.option("--full", is_flag=True, help="Show tool inputs and outputs whole, not clipped.")
-def show(trace: str | None, last: bool, round_number: int | None, full: bool) -> int:
+@click.option(
+    "--html",
+    "html_out",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[OUT]",
+    help="Write the run as one self-contained HTML page instead (OUT: a file or folder, - for "
+    "stdout) and print its path.  [default OUT: RUN_ID.html beside the trace]",
+)
+def show(
+    trace: str | None, last: bool, round_number: int | None, full: bool, html_out: str | None
+) -> int:
     """Print what happened in TRACE: the model's text, tool calls and results, plan, reminders."""
     from orchestrator.transcript import TranscriptError, print_transcript
 
+    if html_out is not None:
+        if trace is None and not last and html_out not in ("", "-"):
+            trace, html_out = html_out, ""  # `show --html RUN_ID`: the value is the run
+        if round_number is not None or full:
+            raise InputError("--round and --full shape the transcript; a page shows every round")
+        return _show_html(trace_argument(trace, last), html_out or None)
     path = trace_argument(trace, last)
     try:
         print_transcript(read_trace(path), round_number=round_number, full=full)
     except TranscriptError as error:
         raise InputError(str(error)) from None
     _say_if_killed(path)
+    return 0
+
+
+def _show_html(path: Path, out: str | None) -> int:
+    from orchestrator.config import ConfigError, load_config
+    from orchestrator.picture.pages import PageError, TraceError, write_run_pages
+
+    try:
+        prices = load_config(Path(".")).price_per_mtok
+        written = write_run_pages(read_trace(path), out, prices)
+    except (ConfigError, PageError, TraceError) as error:
+        raise InputError(str(error)) from None
+    for number, page in enumerate(written):
+        if page is not None:
+            # With the page asked for on stdout, the others' paths go to stderr.
+            click.echo(str(page), err=number > 0 and written[0] is None)
     return 0
 
 

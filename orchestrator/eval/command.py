@@ -288,13 +288,57 @@ def _say_what_is_resumed(
 @eval_group.command(name="report")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "json_output", is_flag=True, help="Print the report as JSON.")
-def report_command(out: Path, json_output: bool) -> int:
+@click.option(
+    "--html",
+    "html_out",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[PAGE]",
+    help="Write the report as one self-contained HTML page (the plot inlined) and print its "
+    "path; PAGE - for stdout.  [default PAGE: report.html in OUT]",
+)
+def report_command(out: Path, json_output: bool, html_out: str | None) -> int:
     """Report on the results in OUT: success rates with intervals, tokens, cost, and a plot."""
     store = ResultsStore(out)
     if not store.results.is_file():
         raise InputError(f"{out}: no {store.results.name}; run `orchestrator eval --out {out}`")
+    if html_out is not None:
+        if json_output:
+            raise InputError("give either --json or --html, not both")
+        _report_html(out, store, html_out or None)
+        return 0
     _report(out, store, json_output=json_output)
     return 0
+
+
+def _report_html(out: Path, store: ResultsStore, page: str | None) -> None:
+    from orchestrator.picture.eval_page import eval_document
+    from orchestrator.picture.write import PageError, write_page
+
+    try:
+        rows = store.rows()
+        manifest = store.manifest() or {}
+    except StoreError as error:
+        raise InputError(str(error)) from None
+    summary = summarise(rows, manifest.get("arms", []))
+    plot = out / PLOT_FILE
+    try:
+        if rows:
+            write_plot(summary, plot)
+        text = eval_document(
+            summary,
+            suite=str(manifest.get("suite", "?")),
+            results=store.results,
+            plot=plot if rows else None,
+        )
+        written = write_page(text, page, out / "report.html")
+    except PageError as error:
+        raise InputError(str(error)) from None
+    except OSError as error:
+        raise InputError(f"cannot write {plot}: {error.strerror or error}") from None
+    if written is not None:
+        click.echo(str(written))
 
 
 def _report(out: Path, store: ResultsStore, *, json_output: bool) -> None:

@@ -114,3 +114,21 @@ def error_result(text: str) -> ToolResult:
 def with_note(text: str, note: str) -> str:
     """Put a harness note on its own line after ``text``."""
     return f"{text}{note}" if text.endswith("\n") else f"{text}\n{note}"
+
+
+#: What one tool result (or a hook's words) may hold before the middle is cut.
+OUTPUT_LIMIT = 50_000
+
+
+def cut_middle(text: str, limit: int = OUTPUT_LIMIT, *, cut: int = 0) -> str:
+    """``text`` at most ``limit`` characters: its head and tail, the cut said between them.
+
+    ``cut`` counts characters already left out of ``text`` (a reader that kept only the ends of
+    something longer), so the marker says how much is missing in all.
+    """
+    if len(text) <= limit and not cut:
+        return text
+    half = min(limit, len(text)) // 2
+    head, tail = text[:half], text[len(text) - half :] if half else ""
+    missing = len(text) - len(head) - len(tail) + cut
+    return f"{head}\n... [{missing} characters cut from the middle] ...\n{tail}"

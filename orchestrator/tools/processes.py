@@ -126,18 +126,20 @@ def kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def kill_everything(process: subprocess.Popen[bytes], pipe_inode: int) -> None:
+def kill_everything(process: subprocess.Popen[bytes], pipe_inode: int | None) -> None:
     """SIGKILL the command's process group, its descendants and whoever holds its output pipe.
 
     A grandchild that called setsid has left the process group, and one that double-forked
-    has left the process tree too, but both still hold the pipe. Everything found is stopped
-    first so it cannot fork new children while the search goes on.
+    has left the process tree too, but both still hold the pipe (None: no pipe to look for).
+    Everything found is stopped first so it cannot fork new children while the search goes on.
     """
     leader = process.pid
     # Once bash has been reaped its pid may belong to a stranger; only an unreaped one is ours.
     victims: set[int] = {leader} if process.returncode is None else set()
     for _ in range(_KILL_ROUNDS):
-        found = descendants(victims) | _pipe_holders(pipe_inode)
+        found = descendants(victims)
+        if pipe_inode is not None:
+            found |= _pipe_holders(pipe_inode)
         fresh = found - victims
         if not fresh:
             break

@@ -83,17 +83,21 @@ class ToolRegistry:
                     found.setdefault(tool.name, tool)
         return found
 
-    def dispatch(self, name: str, arguments: object) -> ToolResult:
-        """Run one tool call; every failure comes back as an error result, never an exception."""
+    def dispatch(self, name: str, arguments: object, *, approved: bool = False) -> ToolResult:
+        """Run one tool call; every failure comes back as an error result, never an exception.
+
+        ``approved``: a person (or a ``PreToolUse`` hook's ``allow``) has already said yes, so
+        the approver is not asked again.
+        """
         try:
-            result = self._dispatch(name, arguments)
+            result = self._dispatch(name, arguments, approved)
         except Exception as error:  # the loop must survive anything a tool does
             result = error_result(f"Error: {name} failed: {type(error).__name__}: {error}")
         if result.is_error and not result.text.startswith("Error:"):
             result = error_result(f"Error: {result.text}")
         return redact(result, self.secrets)
 
-    def _dispatch(self, name: str, arguments: object) -> ToolResult:
+    def _dispatch(self, name: str, arguments: object, approved: bool) -> ToolResult:
         tool = self._tools.get(name) if isinstance(name, str) else None
         sourced = False
         if tool is None and isinstance(name, str) and self.sources:
@@ -115,7 +119,8 @@ class ToolRegistry:
         problem = schema_problem(name, schema, arguments)
         if problem:
             return error_result(problem)
-        if (sourced or name in self.needs_approval) and self.approver is not None:
+        asks = sourced or name in self.needs_approval
+        if asks and self.approver is not None and not approved:
             verdict = self.approver(name, arguments)
             if isinstance(verdict, Refusal):
                 return error_result(verdict.message)

@@ -127,12 +127,15 @@ class SandboxPolicy:
     #: A board's files inside the work directory (the database and its -wal, -shm, -journal):
     #: covered by /dev/null whether they exist yet or not.
     stores: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    #: Where the empty, writable home is mounted (and ``HOME`` points). A hook gets the user's
+    #: home path here, so ``~/.claude/hooks/x.py`` in its command finds the file bound there.
+    home: str = SANDBOX_HOME
 
     def environment(
-        self, source: Mapping[str, str], *, home: str = SANDBOX_HOME, path: str | None = None
+        self, source: Mapping[str, str], *, home: str | None = None, path: str | None = None
     ) -> dict[str, str]:
         """The allowlisted environment: PATH, HOME, locale, TERM and the ``--env`` names."""
-        env = {"PATH": path or self.search_path(), "HOME": home}
+        env = {"PATH": path or self.search_path(), "HOME": home or self.home}
         for name in (*_ALLOWED_NAMES, *self.env_names):
             if name in source:
                 env[name] = source[name]
@@ -183,7 +186,7 @@ class SandboxPolicy:
             args += ["--ro-bind", "/dev/null", str(secret)]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
-        args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", SANDBOX_HOME]
+        args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", self.home]
         read_only = [path for path in (*self.toolchains, *self.ro_paths) if path.exists()]
         # A read-only tree that holds the work directory goes first, or it would cover it.
         for path in read_only:
