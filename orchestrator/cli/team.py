@@ -50,6 +50,13 @@ MAX_WORKERS = 16
 )
 @click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL].")
 @click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
+@click.option(
+    "--protect",
+    multiple=True,
+    metavar="GLOB",
+    help="Files no agent may change (gitignore-style, repeatable); a check fails while one "
+    "differs.",
+)
 def team(
     *,
     task: str | None,
@@ -59,6 +66,7 @@ def team(
     scripted: bool,
     model: str | None,
     trust: bool,
+    protect: tuple[str, ...],
 ) -> int:
     """Run TASK as a team: a lead plans it on a shared board, workers do the items.
 
@@ -96,7 +104,8 @@ def team(
     own_files = _own_files(workdir)
 
     def options(where: Path, agent: str) -> RunOptions:
-        settings = {"board": url, "agent": agent, "approval": "auto", "model": model}
+        settings: dict[str, object] = {"board": url, "agent": agent, "approval": "auto"}
+        settings.update(model=model, protect=protect or None)
         # Only while its own files are what was trusted: an agent that rewrote them (bash
         # outside bwrap can) must not have its hooks or settings trusted in a worktree.
         same = where == workdir or _own_files(where) == own_files
