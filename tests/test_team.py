@@ -332,8 +332,10 @@ def test_two_teams_at_once_share_one_store_each_on_its_own_board(tmp_path: Path)
     store = tmp_path / "shared.db"
     teams = [
         Running(
-            ["team", "--scripted", "--board", f"sqlite:///{store}?board={name}"]
-            + ["--workdir", str(tmp_path / name)],
+            [
+                *("team", "--scripted", "--board", f"sqlite:///{store}?board={name}"),
+                *("--workdir", str(tmp_path / name)),
+            ],
             tmp_path,
         )
         for name in ("a", "b")

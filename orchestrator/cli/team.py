@@ -78,6 +78,13 @@ MAX_WORKERS = 16
     help="Dollars per million tokens, for the closing lines' cost [the model's list price].",
 )
 @click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
+@click.option(
+    "--protect",
+    multiple=True,
+    metavar="GLOB",
+    help="Files no agent may change (gitignore-style, repeatable); a check fails while one "
+    "differs.",
+)
 @click.pass_context
 def team(
     ctx: click.Context,
@@ -93,6 +100,7 @@ def team(
     model: str | None,
     price_per_mtok: str | None,
     trust: bool,
+    protect: tuple[str, ...],
 ) -> int:
     """Run TASK as a team: a lead plans it on a shared board, workers do the items.
 
@@ -122,7 +130,13 @@ def team(
     fresh_demo = scripted and not resume and not (workdir / ".git").exists()
     if not fresh_demo and not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
-    settings_of = {"approval": "auto", "model": model, "lease": lease_s, "price_per_mtok": prices}
+    settings_of = {
+        "approval": "auto",
+        "model": model,
+        "lease": lease_s,
+        "price_per_mtok": prices,
+        "protect": protect or None,
+    }
     try:  # a missing key or a bad setting is said before anything starts
         # A resumed team's lead does not run again; its record says what its workers run.
         needs_key = not scripted and not resume
@@ -150,6 +164,8 @@ def team(
         flags += ["--model", model]
     if price_per_mtok:
         flags += ["--price-per-mtok", price_per_mtok]
+    for glob in protect:
+        flags.append(f"--protect={glob}")
     if trust or (workdir.is_dir() and trusted()):
         # The worktrees are other folders: the trust this folder has is passed on outright.
         flags.append("--trust")

@@ -66,6 +66,13 @@ if TYPE_CHECKING:
 )
 @click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
 @click.option(
+    "--protect",
+    multiple=True,
+    metavar="GLOB",
+    help="Files the agent may not change (gitignore-style, repeatable); a check fails while "
+    "one differs.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Every line on stdout one JSON object (for team)."
 )
 @click.pass_context
@@ -83,6 +90,7 @@ def work(
     model: str | None,
     price_per_mtok: str | None,
     trust: bool,
+    protect: tuple[str, ...],
     as_json: bool,
 ) -> int:
     """Claim the board's ready items one at a time and do each as a session in the work directory.
@@ -127,6 +135,7 @@ def work(
         "model": model,
         "lease": lease_s,
         "price_per_mtok": prices,
+        "protect": protect or None,
     }
     own = _own_files(workdir)
 

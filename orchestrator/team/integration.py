@@ -23,10 +23,14 @@ import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import attrs
 
 from orchestrator.harness_git import GitError, GitPlace, run_git
+
+if TYPE_CHECKING:
+    from orchestrator.tools.protected import ProtectGlobs
 
 #: A gitlink's mode in a tree: a commit of another repository, not a file.
 GITLINK = "160000"
@@ -39,20 +43,10 @@ class TeamError(Exception):
 
 
 def _refused_names() -> tuple[frozenset[str], tuple[str, ...]]:
-    """File names refused at any depth, and folders refused with everything under them."""
-    from orchestrator.tools.protected import OWN_FILES
+    """File names refused at any depth, and paths refused (with all under them) at the top."""
+    from orchestrator.tools.protected import HOOK_MANAGER_FILES, OWN_FILES
 
-    names = frozenset(
-        {
-            *OWN_FILES,
-            ".gitmodules",
-            ".pre-commit-config.yaml",
-            "lefthook.yml",
-            ".lefthook.yml",
-            "lefthook-local.yml",
-        }
-    )
-    return names, (".husky",)
+    return frozenset({*OWN_FILES, ".gitmodules"}), HOOK_MANAGER_FILES
 
 
 @attrs.frozen
@@ -123,9 +117,14 @@ def commit_all(place: GitPlace | Path, message: str, *, author: str | None = Non
     return rev(place, "HEAD")
 
 
-def refusals(place: GitPlace | Path, base: str, commit: str) -> tuple[str, ...]:
-    """What in ``base..commit`` may not be merged: gitlinks and protected files, each named."""
-    names, folders = _refused_names()
+def refusals(
+    place: GitPlace | Path, base: str, commit: str, protect: ProtectGlobs | None = None
+) -> tuple[str, ...]:
+    """What in ``base..commit`` may not be merged, each named.
+
+    Gitlinks, the files that decide what runs later, and files the ``protect`` globs name.
+    """
+    names, at_top = _refused_names()
     done = _git(
         place, "diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", "--raw", base, commit
     )
@@ -137,10 +136,12 @@ def refusals(place: GitPlace | Path, base: str, commit: str) -> tuple[str, ...]:
         old_mode, new_mode = header[1:].split(" ")[:2]
         if GITLINK in (old_mode, new_mode):
             found.append(f"{path} is a gitlink (a nested repository)")
-            continue
-        parts = PurePosixPath(path).parts
-        if parts and (parts[-1] in names or parts[0] in folders):
+        elif PurePosixPath(path).name in names or any(
+            path == top or path.startswith(top + "/") for top in at_top
+        ):
             found.append(f"{path} decides what runs later")
+        elif protect is not None and protect.matches(path):
+            found.append(f"{path} is protected (--protect)")
     return tuple(found)
 
 

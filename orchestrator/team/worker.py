@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from orchestrator.console import View
     from orchestrator.loop import RunOutcome
     from orchestrator.protocols import BoardStore, Model
-    from orchestrator.tools.protected import ProtectedSnapshot
+    from orchestrator.tools.protected import ProtectedSnapshot, ProtectGlobs
 
 #: How often a worker with nothing ready looks at the board again, at most.
 POLL_SECONDS = 0.5
@@ -217,6 +217,7 @@ class Worker:
         self._current: BoardItem | None = None
         self._started_at: str | None = None
         self._compromised = ""
+        self._globs: ProtectGlobs | None = None
 
     def _open(self) -> SqlBoardStore:
         """A connection of its own (the heartbeat's, each session's)."""
@@ -563,7 +564,9 @@ class Worker:
             message = f"#{item_id}: {text}\n\nBoard-Item: {item_id}\nAgent: {plan.agent}\n"
             commit = integration.commit_all(place, message, author=plan.agent) or self._head()
             assert commit is not None
-            problems.extend(integration.refusals(place, self._started_at or commit, commit))
+            problems.extend(
+                integration.refusals(place, self._started_at or commit, commit, self._globs)
+            )
             if problems:
                 why = "; ".join(problems)
                 self._refusal[item_id] = ("refused", why)
@@ -627,11 +630,27 @@ class Worker:
         return place
 
     def _snapshot(self) -> ProtectedSnapshot | None:
+        """The protected files as they are before any item: what a session may not change.
+
+        The same set a session's own guard watches (the git dir's config and hooks, our own
+        files, the hook managers', the ``protect`` globs), read by the harness for itself.
+        """
         if self._place is None:
             return None
-        from orchestrator.tools.protected import ProtectedSnapshot, protected_paths
+        from orchestrator.doctor import sandbox_policy
+        from orchestrator.tools.products.gitdir import find_layout
+        from orchestrator.tools.protected import ProtectedSet, ProtectedSnapshot
 
-        return ProtectedSnapshot.take(protected_paths(self.plan.workdir))
+        policy = sandbox_policy(self.plan.workdir, self.plan.options(None).config)
+        covered = ProtectedSet(
+            policy.workdir,
+            policy.protected,
+            policy.protect,
+            find_layout(policy.workdir),
+            (*policy.hidden, *policy.stores, policy.workdir / ".orchestrator"),
+        )
+        self._globs = policy.protect
+        return ProtectedSnapshot.take(covered)
 
     def _item(self, item_id: str) -> BoardItem | None:
         return next((i for i in self.store.items() if i.id == item_id), None)
