@@ -6,6 +6,7 @@ from pathlib import Path
 
 from orchestrator.harness_git import GitPlace, run_git
 from orchestrator.team import integration
+from orchestrator.tools.protected import ProtectGlobs
 
 
 def _repository(folder: Path) -> Path:
@@ -83,10 +84,14 @@ def test_gitlinks_and_files_that_run_later_are_refused_by_name(tmp_path: Path) -
     for name in ("orchestrator.toml", "sub/.mcp.json", ".husky/pre-commit", "notes/ok.md"):
         (place.work_tree / name).parent.mkdir(parents=True, exist_ok=True)
         (place.work_tree / name).write_text("x\n", encoding="utf-8")
+    (place.work_tree / "tests").mkdir()
+    (place.work_tree / "tests" / "test_x.py").write_text("x\n", encoding="utf-8")
     commit = integration.commit_all(place, "#1")
     assert commit is not None
-    found = integration.refusals(place, base, commit)
-    assert len(found) == 4, found
+    assert len(integration.refusals(place, base, commit)) == 4
+    found = integration.refusals(place, base, commit, ProtectGlobs(("tests/**",)))
+    assert len(found) == 5, found
+    assert "tests/test_x.py is protected (--protect)" in found
     assert any(line.startswith("vendor is a gitlink") for line in found)
     for name in ("orchestrator.toml", "sub/.mcp.json", ".husky/pre-commit"):
         assert any(line.startswith(name) for line in found), (name, found)

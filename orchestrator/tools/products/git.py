@@ -69,9 +69,15 @@ class GitOutput:
 
 
 def isolated_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The harness's environment for git: no global or system config, no prompts, no pager."""
+    """The harness's environment for git: no global or system config, no prompts, no pager.
+
+    The one the team's git runs with too (:func:`orchestrator.harness_git.git_environment`,
+    an allow-list: no key or token reaches git), plus this module's own settings.
+    """
+    from orchestrator.harness_git import git_environment
+
     source = os.environ if source is None else source
-    env = {name: value for name, value in source.items() if name not in _DROPPED}
+    env = git_environment({n: v for n, v in source.items() if n not in _DROPPED})
     env.update(
         GIT_CONFIG_GLOBAL="/dev/null",
         GIT_CONFIG_SYSTEM="/dev/null",
