@@ -358,6 +358,9 @@ class _Run:
         self.places: list[tuple[str, GitPlace]] = []
         self.reports: list[AgentReport] = []
         self.stopped: int | None = None
+        #: Worktrees left in place, with why (their changes could not be committed, or they
+        #: hold a nested repository).
+        self.left: list[str] = []
 
     def run(self) -> TeamResult:
         plan, team = self.plan, self.team
@@ -579,7 +582,6 @@ class _Run:
 
         Ctrl-C is ignored meanwhile: a third one must not cut a commit short.
         """
-        self._left: list[str] = []
         with _no_interrupts():
             self._commit_each()
 
@@ -587,13 +589,12 @@ class _Run:
         for branch, place in self.places:
             try:
                 integration.commit_all(place, f"{branch}: work left when the team ended")
+                # Committed: the worktree can go (its branch stays; a resume adds it back).
+                why = integration.remove_worktree(self.home, place.work_tree)
             except GitError as error:
-                self._left.append(f"{place.work_tree}: {error}")
-                continue
-            # Committed: the worktree can go (its branch stays; a resume adds it back).
-            why = integration.remove_worktree(self.home, place.work_tree)
+                why = str(error)
             if why is not None:
-                self._left.append(f"{place.work_tree}: {why}")
+                self.left.append(f"{place.work_tree}: {why}")
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -626,7 +627,7 @@ class _Run:
             unfinished,
             not_merged,
             kept,
-            tuple(getattr(self, "_left", ())),
+            tuple(self.left),
             self.stopped,
             refused,
         )
