@@ -10,8 +10,9 @@ When the model marks its item completed, the harness lands the work *before* the
 ``complete`` edge is taken: it commits the work directory (when it is a repository) as one
 commit naming the item, refuses a commit that adds a gitlink or changes a file that decides
 what runs later, and, with an integration branch (``--integrate``, what ``team`` gives each
-worker), merges the commit into it. A refusal or a conflict refuses the completion; when the
-session ends the item goes back on the board with the reason. Before each item the worktree
+worker), merges the commit into it. A refusal or a conflict refuses the completion and is
+logged on the board (a failed ``check`` line naming why); when the session ends the item goes
+back on the board. Before each item the worktree
 is brought up to the integration branch's tip, so an item blocked by others starts from their
 work.
 
@@ -24,6 +25,7 @@ records, which is how ``team`` follows its workers.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 import time
@@ -726,8 +728,6 @@ def _safe(name: str) -> str:
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
 
 
