@@ -673,7 +673,7 @@ def _object_types(git_dir: Path, names: list[str]) -> dict[str, str]:
         return {}
     try:
         out = run_git(
-            ["cat-file", "--batch-check=%(objectname) %(objecttype)"],
+            ["cat-file", "--batch-check"],  # "<name> <type> <size>", or "<name> missing"
             git_dir=git_dir,
             stdin=("\n".join(dict.fromkeys(names)) + "\n").encode(),
         )
@@ -681,7 +681,8 @@ def _object_types(git_dir: Path, names: list[str]) -> dict[str, str]:
         return {}
     found = {}
     for line in out.stdout.decode("ascii", "replace").splitlines():
-        name, _, kind = line.partition(" ")
+        name, _, rest = line.partition(" ")
+        kind = rest.split(" ", 1)[0]
         if kind and kind != "missing":
             found[name] = kind
     return found
