@@ -220,6 +220,28 @@ def _name_list(value: object) -> tuple[str, ...]:
 TOOL_RULE = re.compile(r"[A-Za-z0-9_-]{1,128}|mcp__[A-Za-z0-9_-]{1,120}__\*")
 
 
+def _pattern_problem(patterns: Sequence[str]) -> str | None:
+    """Why ``patterns`` cannot be protect globs (one line), or None when they can."""
+    import pathspec
+
+    for pattern in patterns:
+        if pattern.startswith("!"):
+            return f"protect: {pattern!r}: a negated pattern cannot unprotect a file; remove it"
+        try:
+            pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+        except (ValueError, TypeError) as error:
+            return f"protect: {pattern!r} is not a gitignore-style pattern: {error}"
+    return None
+
+
+def _glob_list(value: object) -> tuple[str, ...]:
+    patterns = _list_of(value, ",", "gitignore-style patterns")
+    problem = _pattern_problem(patterns)
+    if problem is not None:
+        raise ValueError(f"gitignore-style patterns ({problem})")
+    return patterns
+
+
 def _tool_list(value: object) -> tuple[str, ...]:
     names = _list_of(value, ",", "tool names")
     for name in names:
@@ -541,6 +563,17 @@ SETTINGS: tuple[_Setting, ...] = (
         "may write after all (a flag or your own config only, never a project file).",
         metavar="PATH",
     ),
+    # issue 31
+    _Setting(
+        "protect",
+        _glob_list,
+        (),
+        ("ORCHESTRATOR_PROTECT",),
+        help="Files the model may not change, as gitignore-style patterns relative to the work "
+        "directory, e.g. 'tests/**' (comma-separated; every source adds, none removes): "
+        "read-only under bwrap, refused to the file tools, and a check fails while one differs.",
+        metavar="GLOB",
+    ),
     # issue 24
     _Setting(
         "settle_plan",
@@ -661,6 +694,8 @@ _WIDER: Mapping[str, tuple[str, ...]] = {
     "approval": ("deny", "ask", "edits", "auto"),
 }
 _NO_VALUE = object()
+#: Settings whose every source counts (a flag, a variable and both files add up).
+_ADDED_UP = frozenset({"protect"})
 #: Tables other modules read from the same files (``[mcp_servers.NAME]``: the MCP servers;
 #: ``[[hooks.EVENT]]``: the hooks).
 _TABLES = frozenset({"mcp_servers", "hooks"})
@@ -871,6 +906,19 @@ def _resolve(
             continue
         source, raw = candidates[0]
         sources[setting.name] = source
+        if setting.name in _ADDED_UP and len(candidates) > 1:
+            # Protecting more only narrows what the model may do: every source adds its own.
+            merged: list[str] = []
+            try:
+                for _where, each in candidates:
+                    merged += [item for item in setting.parse(each) if item not in merged]
+            except ValueError as error:
+                invalid.append(Invalid(setting.name, source, repr(raw), str(error)))
+                values[setting.name] = setting.default
+                continue
+            values[setting.name] = tuple(merged)
+            sources[setting.name] = ", ".join(where for where, _each in candidates)
+            continue
         try:
             values[setting.name] = setting.parse(raw)
         except ValueError as error:

@@ -54,16 +54,27 @@ _CHECK_OF = {"api_key": "key", "auth_token": "key", "base_url": "base URL", "mod
 
 def sandbox_policy(workdir: Path, config: Config, hidden: Sequence[Path] = ()) -> SandboxPolicy:
     """The policy the settings ask for, over ``workdir``, with ``hidden`` covered inside."""
-    from orchestrator.tools.protected import protected_paths
+    from orchestrator.tools.products.gitdir import find_layout
+    from orchestrator.tools.products.paths import hooks_directories, protected_paths, stores_inside
 
+    layout = find_layout(workdir)
+    allowed = [Path(p) for p in config.allow_write]
     return SandboxPolicy(
         workdir,
-        protected=protected_paths(workdir, [Path(p) for p in config.allow_write]),
+        protected=protected_paths(workdir, allowed),
         allow_network=config.allow_network,
         ro_paths=config.ro_path,
         env_names=config.env,
         hidden=tuple(hidden),
         limits=Limits.from_settings(config.max_processes, config.max_memory),
+        protect=config.protect,
+        git_dirs=layout.mounts if layout is not None else (),
+        placeholders=[
+            p
+            for p in hooks_directories(workdir)
+            if not any(p.is_relative_to(a.resolve()) for a in allowed)
+        ],
+        stores=stores_inside(config.board, workdir),
     )
 
 

@@ -372,6 +372,31 @@ class CheckProtectedError(PlanError):
     """The model tried to change or remove a check the person set."""
 
 
+class CheckNotAllowedError(PlanError):
+    """A check the model set on its own item may not run here (no bash, or not approved)."""
+
+
+def check_not_allowed(
+    item_id: str, command: str, why: str, *, shared: bool = False
+) -> CheckNotAllowedError:
+    """The refusal of a completion whose model-set check may not run where bash may not.
+
+    On a shared board a check cannot be removed once added, so the way out is a person's.
+    """
+    way_out = (
+        f"a person can complete #{item_id} by hand (board complete --skip-check); leave it "
+        "in progress and say so"
+        if shared
+        else f'remove the check (check: "") to complete #{item_id} without it'
+    )
+    return CheckNotAllowedError(
+        f"Item #{item_id}: the check `{_shown(command)}` was set by a model, and it may run "
+        f"only where your bash may: {why.removeprefix('Error: ')} The whole update was refused "
+        f"and nothing changed; {way_out}.",
+        item_id,
+    )
+
+
 class BlockedItemError(PlanError):
     """The ``dependencies_completed`` guard refused: an item's blockers are unfinished."""
 
@@ -850,6 +875,8 @@ class PlanBoard:
         self.task_completed: Callable[[JSONObject], CheckResult | None] | None = None
         #: Every item's check when it has none of its own (``completion_check``, the person's).
         self.default_check: str | None = None
+        #: Asked before a check the model set runs: None lets it run, else why not.
+        self.vet_model_check: Callable[[str], str | None] | None = None
         self._checked: list[ItemChecked] = []
         self._initial = tuple(initial)
         if self._initial:
@@ -1258,6 +1285,10 @@ class PlanBoard:
             if "complete" not in move.triggers:
                 continue
             command = self.check_for(model)
+            if command is not None and model.check is not None and model.check_by == "model":
+                why = None if self.vet_model_check is None else self.vet_model_check(command)
+                if why is not None:
+                    raise check_not_allowed(model.id, command, why)
             if command is not None:
                 if self.run_check is None:
                     result = CheckResult(command, 127, "no way to run checks here")

@@ -339,6 +339,10 @@ class BoardStore(Protocol):
         """Each item's acceptance check, by item id."""
         ...
 
+    def check_setters(self) -> Mapping[str, str | None]:
+        """Who set each item's check (``person:…`` or an agent; None: the store did not say)."""
+        ...
+
     def claim(self, agent: str, *, lease: float = ..., item_id: str | None = None) -> Any:
         """Start the named or the next ready item for ``agent`` (the ``start`` edge)."""
         ...

@@ -90,6 +90,13 @@ FIGURES = TARGETED | {
     "sandbox_ms_per_command_bwrap",
     "todo_round_us",
     "todo_round_trace_us",
+    "team_items_per_second_1",
+    "team_items_per_second_2",
+    "team_items_per_second_4",
+    "team_items_per_second_4_one_killed",
+    "team_speedup_2",
+    "team_speedup_4",
+    "team_speedup_4_one_killed",
 }
 #: The figures measured against a floor: each says what it was measured against.
 FLOORED = TARGETED - {"cached_input_share"} | {"overhead_ratio"}

@@ -251,3 +251,35 @@ def test_completing_a_checked_item_by_hand_needs_skip_check(tmp_path: Path) -> N
     forced = board("complete", url, "1", "--agent", "ann", "--skip-check")
     assert forced.code == 0, forced.err
     assert "without running its check" in forced.err
+
+
+@pytest.mark.parametrize("setter", ["alice", None])
+def test_a_check_an_agent_set_runs_only_where_this_agents_bash_may(
+    tmp_path: Path, setter: str | None
+) -> None:
+    """A model's check (any agent's) is vetted like bash before it runs; a person's is not."""
+    from orchestrator.protocols import CheckResult
+
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    with open_store(url) as store:
+        store.add("Ship", agent=setter, check="touch ran")
+    bob = _board(url, "bob")
+    ran: list[str] = []
+
+    def run_check(command: str) -> CheckResult:
+        ran.append(command)
+        return CheckResult(command, 0, "")
+
+    bob.run_check = run_check
+    bob.vet_model_check = lambda command: "bash is off in this run (--deny-bash)"
+    registry = ToolRegistry([TodoTool(bob)])
+    started = registry.dispatch("todo", {"items": [{"id": "1", "status": "in_progress"}]})
+    assert not started.is_error, started.text
+    done = registry.dispatch("todo", {"items": [{"id": "1", "status": "completed"}]})
+    status = {item.id: item.status.value for item in bob.store.items()}
+    if setter is None:  # a person's check: it runs, and the item completes
+        assert (done.is_error, ran, status) == (False, ["touch ran"], {"1": "completed"})
+        return
+    assert done.is_error and "--deny-bash" in done.text, done.text
+    assert "board complete --skip-check" in done.text
+    assert (ran, status) == ([], {"1": "in_progress"})

@@ -43,6 +43,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "anthropic_model",
         # the rules for what a shared board takes (names, leases, text): pure values, no store
         "board.inputs",
+        # git as the harness runs it in a tree a model wrote: nothing of the package below it
+        "harness_git",
     ),
     # 2: what the loop drives: tools (sandbox, MCP, Python), hooks, approval, boards, the trace;
     # what a folder's trust covers.
@@ -67,7 +69,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # 6: the one wiring, and the public API.
     ("agent", "orchestrator"),
     # 7: clients of the API: teams, evals, pictures of a run.
-    ("team", "team_view", "scenarios", "eval", "picture", "html"),
+    ("team", "scenarios", "eval", "picture", "html"),
     # 8: the command line, and the benchmarks that time it.
     ("cli", "cli_docs", "__main__", "eval.command", "work", "bench"),
 )

@@ -14,7 +14,7 @@ from orchestrator.cli import cli
 from orchestrator.pricing import UsageTotals
 from orchestrator.report import RunReport
 from orchestrator.sessions import workdir_folder
-from orchestrator.team import AgentReport, TeamResult
+from orchestrator.team.lead import AgentReport, TeamResult
 from tests.picture_traces import RUN_ID, golden_copy
 
 
@@ -152,9 +152,9 @@ def test_the_closing_line_names_the_run_by_id_where_that_finds_it(tmp_path: Path
 
 
 def test_a_team_closes_with_the_lead_s_page_which_carries_the_board() -> None:
-    lead = AgentReport("lead", "done", (), 2, 10, None, "/s/team/1/lead.jsonl")
-    worker = AgentReport("worker-1", "done", ("1",), 3, 10, None, "/s/team/1/worker-1.jsonl")
-    result = TeamResult((lead, worker), (), (), "sqlite:///s/team/1/board.db", "ok", ())
+    lead = AgentReport("t1/lead", "done", (), 2, 10, None, ("/s/team/1/lead.jsonl",))
+    worker = AgentReport("t1/worker-1", "done", ("1",), 3, 10, None, ("/s/team/1/w-1.jsonl",))
+    result = TeamResult("t1", (lead, worker), (), (), "sqlite:///s/team/1/board.db", "ok", ())
     assert result.closing_lines()[-1] == "picture: orchestrator show /s/team/1/lead.jsonl --html"
 
 

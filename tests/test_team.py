@@ -1,19 +1,34 @@
-"""``orchestrator team``: the offline demo end to end, and the refusals and conflicts around it."""
+"""``orchestrator team``: worker processes, work that builds on work, stops, resumes, two teams.
+
+Every test runs the real CLI in a subprocess (signals and kills are the point) on real git
+repositories and SQLite boards, and reads the outcome from outside: the repository with git,
+the board with ``board log``/``board check``, and the traces with ``replay --check``.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from orchestrator.team import TeamPlan, _add_worktree, _git, _merge_back
+from orchestrator.harness_git import run_git
 from tests.test_cli import _environment
 
+# Every team is real processes (the CLI, its workers, git): the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
+
 TIMEOUT = 300
+NOTES = ["goodbye.md", "hello.md", "index.md", "testing.md", "usage.md"]
 
 
 def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
@@ -29,42 +44,112 @@ def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedP
     )
 
 
-@pytest.mark.e2e
-def test_the_scripted_team_does_every_item_once_and_merges_every_branch(tmp_path: Path) -> None:
+class Running:
+    """A CLI process whose output is read line by line as it comes (for signals mid-run)."""
+
+    def __init__(self, args: list[str], tmp_path: Path, **extra: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "orchestrator", *args],
+            env=_environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), **extra),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, what: Callable[[], object], timeout: float = TIMEOUT) -> object:
+        """Until ``what()`` is truthy (its value), or the process ends first (a failure)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = what()
+            if found:
+                return found
+            if self.process.poll() is not None:
+                self._reader.join(10)
+                found = what()
+                if found:
+                    return found
+                pytest.fail(f"the process ended first ({self.process.returncode}):\n{self.text}")
+            time.sleep(0.02)
+        pytest.fail(f"timed out waiting:\n{self.text[-4000:]}")
+
+    def line_matching(self, pattern: str) -> Callable[[], re.Match[str] | None]:
+        compiled = re.compile(pattern)
+        return lambda: next((m for line in list(self.lines) if (m := compiled.search(line))), None)
+
+    def finish(self) -> int:
+        code = self.process.wait(TIMEOUT)
+        self._reader.join(10)
+        return code
+
+
+def _board_of(output: str) -> str:
+    board = next(line for line in output.splitlines() if line.startswith("board: "))
+    return board.removeprefix("board: ").split(" (")[0]
+
+
+def _log(url: str, tmp_path: Path) -> list[dict[str, object]]:
+    done = _cli(["board", "log", url, "--json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def _files_at(repo: Path, ref: str) -> set[str]:
+    return set(run_git(repo, "ls-tree", "-r", "--name-only", ref).stdout.split())
+
+
+def test_the_scripted_team_builds_work_on_work_and_merges_it_back(tmp_path: Path) -> None:
     work = tmp_path / "repo"
     done = _cli(["team", "--scripted", "--workers", "3", "--workdir", str(work)], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "[SCRIPTED team demo" in done.stdout
-    board = next(line for line in done.stdout.splitlines() if line.startswith("board: "))
-    url = board.removeprefix("board: ").split(" (")[0]
-    assert "(board check: ok)" in board
-    # The log: every item completed exactly once, by the agent that claimed it.
-    log = _cli(["board", "log", url, "--json"], tmp_path)
-    assert log.returncode == 0, log.stderr
-    entries = [json.loads(line) for line in log.stdout.splitlines()]
-    completed = Counter(e["item"] for e in entries if e["dst"] == "completed")
-    assert completed == Counter({str(n): 1 for n in range(1, 6)})
+    team = re.search(r"^team (\w+):$", done.stdout, re.MULTILINE)
+    assert team is not None
+    url = _board_of(done.stdout)
+    assert "(board check: ok)" in done.stdout
+    # The log: every item completed exactly once, by an agent named with the team's id.
+    entries = _log(url, tmp_path)
+    completed = [e for e in entries if e["dst"] == "completed"]
+    assert Counter(e["item"] for e in completed) == Counter({str(n): 1 for n in range(1, 6)})
+    assert all(str(e["agent"]).startswith(f"{team[1]}/worker-") for e in completed)
     assert _cli(["board", "check", url], tmp_path).returncode == 0
-    # Every agent's trace replays clean.
-    traces = [
-        line.split(": ", 2)[2] for line in done.stdout.splitlines() if line.startswith("trace: ")
-    ]
-    assert len(traces) == 4
+    # Credit from the log: each worker's closing line names what the log says it completed.
+    for agent in {str(e["agent"]) for e in completed}:
+        mine = sorted(str(e["item"]) for e in completed if e["agent"] == agent)
+        line = next(x for x in done.stdout.splitlines() if x.strip().startswith(agent + " "))
+        assert ", ".join(f"#{i}" for i in mine) in line
+    # Every session's trace replays clean.
+    traces = [x.split(": ", 2)[2] for x in done.stdout.splitlines() if x.startswith("trace: ")]
+    assert len(traces) == 6  # the lead, and one per item
     for trace in traces:
-        check = _cli(["replay", "--check", trace], tmp_path)
-        assert check.returncode == 0, check.stderr
-    # The notes are merged back onto a clean tree, and the worktrees are gone.
-    assert sorted(p.name for p in (work / "notes").iterdir()) == [
-        "goodbye.md",
-        "hello.md",
-        "index.md",
-        "testing.md",
-        "usage.md",
-    ]
-    assert _git(work, "status", "--porcelain").stdout == ""
-    assert len(_git(work, "worktree", "list").stdout.splitlines()) == 1
-    assert "merged: " in done.stdout and "not merged" not in done.stdout
+        assert _cli(["replay", "--check", trace], tmp_path).returncode == 0, trace
+    # Each item is a commit of its own naming it; the first commit that holds the index
+    # (blocked by #1-#4) holds the four notes it links: it was written on top of them.
+    subjects = run_git(work, "log", "--format=%s", "HEAD").stdout.splitlines()
+    for number in range(1, 6):
+        assert any(s.startswith(f"#{number}: Write notes/") for s in subjects), subjects
+    first = run_git(work, "log", "--reverse", "--format=%H", "HEAD", "--", "notes/index.md")
+    holding = _files_at(work, first.stdout.split()[0])
+    assert {f"notes/{n}" for n in NOTES} <= holding
+    assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
+    assert run_git(work, "status", "--porcelain").stdout == ""
+    assert len(run_git(work, "worktree", "list").stdout.splitlines()) == 1
+    assert f"merged: team/{team[1]}/integration" in done.stdout
 
 
 def test_a_team_needs_a_repository_and_says_so_in_one_line(tmp_path: Path) -> None:
@@ -73,6 +158,23 @@ def test_a_team_needs_a_repository_and_says_so_in_one_line(tmp_path: Path) -> No
     done = _cli(["team", "Do it", "--workdir", str(plain)], tmp_path, ANTHROPIC_API_KEY="k")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "not a git repository" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--lease", "nan"], "--lease nan: expected"),
+        (["--lease", "0"], "--lease 0: expected"),
+        (["--price-per-mtok", "1,2"], "--price-per-mtok 1,2: expected"),
+        (["--resume"], "--resume needs the board"),
+        (["--board", "team.json"], "not a board store"),
+    ],
+)
+def test_bad_team_flags_are_one_line(tmp_path: Path, args: list[str], said: str) -> None:
+    done = _cli(["team", "--scripted", "--workdir", str(tmp_path / "r"), *args], tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_the_scripted_demo_will_not_write_into_a_folder_with_files(tmp_path: Path) -> None:
@@ -85,46 +187,11 @@ def test_the_scripted_demo_will_not_write_into_a_folder_with_files(tmp_path: Pat
     assert sorted(p.name for p in busy.iterdir()) == ["keep.txt"]
 
 
-def test_a_conflict_stops_that_merge_names_the_file_and_leaves_the_tree_clean(
-    tmp_path: Path,
-) -> None:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "shared.txt").write_text("one\n", encoding="utf-8")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
-    plan = TeamPlan(
-        "x",
-        2,
-        repo,
-        "",
-        tmp_path / "base",
-        lambda *_: pytest.fail(),
-        lambda _: pytest.fail(),
-        sys.stdout,
-    )
-    first, second = _add_worktree(plan, "worker-1"), _add_worktree(plan, "worker-2")
-    (first.path / "shared.txt").write_text("worker one\n", encoding="utf-8")
-    (second.path / "shared.txt").write_text("worker two\n", encoding="utf-8")
-    merged, conflicts = _merge_back(plan, [first, second])
-    assert merged == (first.branch,)
-    assert conflicts == ((second.branch, ("shared.txt",)),)
-    assert (repo / "shared.txt").read_text(encoding="utf-8") == "worker one\n"
-    assert _git(repo, "status", "--porcelain").stdout == ""  # the failed merge was undone
-
-
-@pytest.mark.e2e
 def test_a_lead_that_fails_ends_the_team_before_any_worker_starts(tmp_path: Path) -> None:
     from orchestrator.script import parse_script
     from orchestrator.testing import MessagesServer
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "a.txt").write_text("a\n", encoding="utf-8")
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+    repo = _repository(tmp_path / "repo", {"a.txt": "a\n"})
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}
     fault = {"fault": "status", "status": 529, "body": overloaded}
     script = parse_script({"name": "lead", "turns": [fault]}, source="test")
@@ -137,9 +204,9 @@ def test_a_lead_that_fails_ends_the_team_before_any_worker_starts(tmp_path: Path
             ORCHESTRATOR_MAX_RETRIES="0",
         )
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "lead       failed" in done.stdout
-    assert "worker-" not in done.stdout.split("team:")[1]
-    assert len(_git(repo, "worktree", "list").stdout.splitlines()) == 1
+    assert re.search(r"/lead +failed", done.stdout)
+    assert "worker-" not in done.stdout.split("team ")[-1]
+    assert len(run_git(repo, "worktree", "list").stdout.splitlines()) == 1
 
 
 def test_a_work_directory_that_is_not_there_is_one_line(tmp_path: Path) -> None:
@@ -149,3 +216,231 @@ def test_a_work_directory_that_is_not_there_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "state" / "team").exists() or not any(
         (tmp_path / "state" / "team").iterdir()
     )
+
+
+def test_ctrl_c_keeps_every_finished_item_and_a_resume_finishes_the_rest(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "repo"
+    args = ["team", "--scripted", "--workers", "2", "--pace", "0.3", "--lease", "3"]
+    team = Running([*args, "--workdir", str(work)], tmp_path)
+    team.wait_for(team.line_matching(r"#\d+ completed · commit"))
+    # Then a fresh claim: that item is in progress for three paced turns when the stop comes.
+    seen = len(team.lines)
+    team.wait_for(lambda: any("│ claimed #" in line for line in team.lines[seen:]))
+    team.process.send_signal(signal.SIGINT)
+    assert team.finish() == 130, team.text
+    url = _board_of(team.text)
+    assert f"resume: orchestrator team --resume --board {url}" in team.text
+    name = re.search(r"^team (\w+):$", team.text, re.MULTILINE)
+    assert name is not None
+    integration = f"team/{name[1]}/integration"
+    # Read with git: every item the board says is completed has its note on the integration
+    # branch; the work directory is untouched (nothing merged into it yet) and clean.
+    entries = _log(url, tmp_path)
+    completed = {str(e["item"]) for e in entries if e["dst"] == "completed"}
+    assert completed and len(completed) < 5
+    texts = {str(e["item"]): str(e["text"]) for e in entries if e["trigger"] == "add"}
+    merged = _files_at(work, integration)
+    for item in completed:
+        path = re.search(r"notes/[\w.]+", texts[item])
+        assert path is not None and path[0] in merged, (item, merged)
+    assert not (work / "notes").exists()
+    assert run_git(work, "status", "--porcelain").stdout == ""
+    # Items in progress when the workers stopped were given back at once, their work kept.
+    assert all(e["trigger"] != "expire" for e in entries)
+    stopped = [e for e in entries if e["trigger"] == "pause"]
+    assert len(stopped) >= 1, entries
+    assert len(run_git(work, "worktree", "list").stdout.splitlines()) == 1
+    # The same command again on that board resumes the team (no new plan): it picks up the
+    # unfinished items and the branches, and finishes.
+    again = _cli(["team", "--scripted", "--board", url, "--workdir", str(work)], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resuming team {name[1]}" in again.stdout
+    assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
+    adds = [e for e in _log(url, tmp_path) if e["trigger"] == "add"]
+    assert len(adds) == 5  # the plan was not written twice
+    assert "(board check: ok)" in again.stdout
+
+
+def test_a_second_ctrl_c_stops_the_wait_and_still_loses_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "repo"
+    args = ["team", "--scripted", "--workers", "2", "--pace", "0.3", "--lease", "3"]
+    team = Running([*args, "--workdir", str(work)], tmp_path)
+    team.wait_for(team.line_matching(r"✓ write_file notes/"))
+    team.process.send_signal(signal.SIGINT)
+    team.wait_for(team.line_matching(r"stopping \d+ workers"))
+    team.process.send_signal(signal.SIGINT)
+    assert team.finish() == 130, team.text
+    # Every file a worker wrote is on a branch, or still in a worktree the team kept.
+    written = set(re.findall(r"✓ write_file (notes/\S+)", team.text))
+    refs = run_git(work, "for-each-ref", "--format=%(refname)", "refs/heads/team")
+    saved = set().union(*(_files_at(work, ref) for ref in refs.stdout.split()))
+    kept = {
+        str(path.relative_to(tree))
+        for tree in (tmp_path / "state" / "team").glob("*/worker-*")
+        for path in tree.rglob("notes/*")
+    }
+    assert written and written <= saved | kept, (written, saved, kept)
+
+
+def test_a_killed_worker_s_item_is_finished_by_another_within_the_lease(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "repo"
+    args = ["team", "--scripted", "--workers", "2", "--pace", "0.3", "--lease", "2"]
+    team = Running([*args, "--workdir", str(work)], tmp_path)
+    pid = team.wait_for(team.line_matching(r"/worker-2: pid (\d+) "))
+    assert isinstance(pid, re.Match)
+    claimed = team.wait_for(team.line_matching(r"worker-2 │ claimed #(\d+)"))
+    assert isinstance(claimed, re.Match)
+    os.kill(int(pid[1]), signal.SIGKILL)
+    code = team.finish()
+    assert code == 0, team.text
+    assert re.search(r"/worker-2 +killed: SIGKILL", team.text), team.text
+    url = _board_of(team.text)
+    entries = _log(url, tmp_path)
+    item = claimed[1]
+    moves = [(e["trigger"], str(e["agent"])) for e in entries if e["item"] == item]
+    # Its lease ran out, and the other worker claimed it again and completed it.
+    assert moves[-3:][0][0] == "expire", moves
+    assert moves[-2][0] == "start" and moves[-2][1].endswith("/worker-1"), moves
+    assert moves[-1][0] == "complete" and moves[-1][1].endswith("/worker-1"), moves
+    assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
+    assert "(board check: ok)" in team.text
+
+
+def test_a_second_team_on_a_board_another_team_works_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    first = Running(
+        ["team", "--scripted", "--pace", "0.3", "--board", url, "--workdir", str(tmp_path / "a")],
+        tmp_path,
+    )
+    first.wait_for(first.line_matching(r"/worker-1: pid \d+"))
+    name = re.search(r"(\w+)/worker-1: pid", first.text)
+    assert name is not None
+    second = _cli(
+        ["team", "--scripted", "--board", url, "--workdir", str(tmp_path / "b")], tmp_path
+    )
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert second.stderr.count("\n") == 1
+    assert f"team {name[1]}, still running" in second.stderr
+    assert not (tmp_path / "b").exists()  # refused before anything was written
+    assert first.finish() == 0, first.text
+    entries = _log(url, tmp_path)
+    assert {str(e["agent"]).split("/")[0] for e in entries if e["agent"]} == {name[1]}
+
+
+def test_two_teams_at_once_share_one_store_each_on_its_own_board(tmp_path: Path) -> None:
+    store = tmp_path / "shared.db"
+    teams = [
+        Running(
+            [
+                *("team", "--scripted", "--board", f"sqlite:///{store}?board={name}"),
+                *("--workdir", str(tmp_path / name)),
+            ],
+            tmp_path,
+        )
+        for name in ("a", "b")
+    ]
+    assert [team.finish() for team in teams] == [0, 0], [team.text for team in teams]
+    for name, team in zip(("a", "b"), teams, strict=True):
+        found = re.search(r"^team (\w+):$", team.text, re.MULTILINE)
+        assert found is not None
+        entries = _log(_board_of(team.text), tmp_path)
+        assert len([e for e in entries if e["trigger"] == "complete"]) == 5
+        assert {str(e["agent"]).split("/")[0] for e in entries if e["agent"]} == {found[1]}
+        assert sorted(p.name for p in (tmp_path / name / "notes").iterdir()) == NOTES
+
+
+def _repository(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    run_git(folder, "init", "-q", "-b", "main")
+    run_git(folder, "add", "-A")
+    run_git(folder, "commit", "-q", "-m", "start")
+    return folder
+
+
+def _bwrap_works() -> bool:
+    from orchestrator.tools.sandbox import find_bwrap, probe_bwrap
+
+    binary = find_bwrap()
+    return binary is not None and probe_bwrap(binary) is None
+
+
+@pytest.mark.parametrize("sandbox", ["workdir", "bwrap"])
+def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
+    tmp_path: Path, sandbox: str
+) -> None:
+    """A worker (a scripted model over the real SDK) plants a nested repository with its own
+    fsmonitor, as a gitlink, a post-merge hook in the repository's own git dir, and a file
+    beside its worktree (where the other workers' are). Under bwrap only the nested repository
+    lands; under ``workdir``, which cannot stop bash, all of it does. Either way the harness's
+    git runs none of it, and the work is not merged."""
+    from orchestrator.script import parse_script
+    from orchestrator.testing import MessagesServer
+
+    if sandbox == "bwrap" and not _bwrap_works():
+        pytest.skip("bwrap cannot run here")
+    repo = _repository(tmp_path / "repo", {"README.md": "# r\n"})
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    hook = repo / ".git" / "hooks" / "post-merge"
+    plant = (
+        "touch ../planted-beside; "
+        "git init -q vendor && cd vendor && echo x > x && git add x && "
+        "git -c user.name=m -c user.email=m@m commit -qm v && cd .. && "
+        f"printf '[core]\\n\\tfsmonitor = touch {marks}/nested; false\\n' >> vendor/.git/config"
+        f" && printf '#!/bin/sh\\ntouch {marks}/post-merge\\n' > {hook} && chmod +x {hook}"
+    )
+    items = [
+        {"id": "1", "text": "Write notes/a.md", "status": "pending"},
+        {"id": "2", "text": "Vendor the library", "status": "pending", "blocked_by": ["1"]},
+    ]
+
+    def complete(item: str) -> dict[str, object]:
+        return {
+            "name": "todo",
+            "input": {"merge": True, "items": [{"id": item, "status": "completed"}]},
+        }
+
+    turns = [
+        {"tool_calls": [{"name": "todo", "input": {"items": items}}]},
+        {"text": "Planned."},
+        {"tool_calls": [{"name": "write_file", "input": {"path": "notes/a.md", "content": "a\n"}}]},
+        {"tool_calls": [complete("1")]},
+        {"text": "Done."},
+        {"tool_calls": [{"name": "bash", "input": {"command": plant}}]},
+        {"tool_calls": [complete("2")]},
+        {"text": "Done too."},
+    ]
+    script = parse_script({"name": "hostile", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        done = _cli(
+            ["team", "Do it", "--workers", "1", "--lease", "30", "--workdir", str(repo)],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_SANDBOX=sandbox,
+        )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert sorted(p.name for p in marks.iterdir()) == []
+    refused = re.search(r"! not merged: #2 \(\w+/worker-1\).*", done.stdout)
+    assert refused is not None, done.stdout
+    assert "vendor is a gitlink" in refused[0]
+    beside = list((tmp_path / "state" / "team").glob("*/planted-beside"))
+    if sandbox == "bwrap":
+        # Only its own worktree is writable: not the repository's git dir, not its neighbours.
+        assert not hook.exists() and not beside
+    else:
+        assert hook.exists() and beside, "the plants failed: the test proves nothing"
+        assert ".git/hooks" in refused[0]
+    # The honest item merged; nothing of the hostile one reached the work directory.
+    assert (repo / "notes" / "a.md").is_file() and not (repo / "vendor").exists()
+    assert "160000" not in run_git(repo, "ls-tree", "-r", "HEAD").stdout
+    # Its work is still on the worker's branch, for a person to look at.
+    branch = re.search(r"branch (team/\w+/worker-1)", done.stdout)
+    assert branch is not None
+    assert "160000 commit" in run_git(repo, "ls-tree", branch[1], "vendor").stdout

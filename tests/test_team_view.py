@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from orchestrator.board.stores import open_store
-from orchestrator.team_view import TeamBoardView
+from orchestrator.team.view import TeamBoardView
 
 
 def _board(tmp_path: Path) -> str:
@@ -75,7 +75,7 @@ def test_on_a_terminal_the_team_runs_under_the_live_view(tmp_path: Path) -> None
         dimensions=(30, 120),
     )
     child.logfile_read = seen = io.StringIO()
-    child.expect_exact("team:")
+    child.expect_exact("(board check: ")
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, seen.getvalue()[-3000:]

@@ -33,7 +33,6 @@ from orchestrator.sessions import SessionError, check_new_trace
 from orchestrator.trace import secrets_from_environment
 
 if TYPE_CHECKING:
-    from orchestrator.tools.protected import ProtectedSnapshot
     from orchestrator.tools.sandbox import SandboxChoice
 
 
@@ -81,13 +80,6 @@ def quiet_when_gone(write: Callable[[str], None]) -> Callable[[str], None]:
             gone = True
 
     return on_text
-
-
-def protected_snapshot(sandbox: SandboxChoice) -> ProtectedSnapshot:
-    """The protected paths' digests as the session opens (compared after each run)."""
-    from orchestrator.tools.protected import ProtectedSnapshot
-
-    return ProtectedSnapshot.take(sandbox.sandbox.policy.protected)
 
 
 def configured_tools(config: Config) -> list[Tool]:
@@ -310,6 +302,17 @@ def session_sandbox(options: RunOptions, hidden: Sequence[Path]) -> SandboxChoic
 
     policy = sandbox_policy(options.workdir, options.config, hidden)
     try:
-        return choose_sandbox(options.config.sandbox, policy)
+        choice = choose_sandbox(options.config.sandbox, policy)
     except SandboxUnavailable as error:
         raise SettingsError(relabel(str(error), options.label)) from None
+    if policy.stores and choice.sandbox.mode != "bwrap":
+        # Only bwrap can hide the store from bash; anywhere else the model could forge it.
+        raise SettingsError(
+            relabel(
+                f"--board {options.config.board}: the board's file {policy.stores[0]} is inside "
+                f"the work directory, where bash (--sandbox {choice.sandbox.mode}) could rewrite "
+                "it; keep the board outside the work directory, or run with --sandbox bwrap",
+                options.label,
+            )
+        )
+    return choice

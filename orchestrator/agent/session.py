@@ -23,7 +23,6 @@ from orchestrator.agent._parts import (
     model_settings,
     new_board,
     new_trace,
-    protected_snapshot,
     quiet_when_gone,
     secret_values,
     session_sandbox,
@@ -80,7 +79,8 @@ from orchestrator.trace import EventSink, Trace, new_run_id, open_trace
 if TYPE_CHECKING:
     from orchestrator.replay import RebuiltRun
     from orchestrator.tools.mcp import McpServers
-    from orchestrator.tools.protected import ProtectedChange, ProtectedSnapshot
+    from orchestrator.tools.products.guard import ProductGuard
+    from orchestrator.tools.protected import ProtectedChange
     from orchestrator.tools.sandbox import SandboxChoice
 
 
@@ -142,9 +142,11 @@ class Session:
     trace_path: Path | None = None
     sandbox: SandboxChoice | None = None
     mcp: McpServers | None = None
-    #: The protected paths' digests when the session opened, and what the runs changed.
-    _protected: ProtectedSnapshot | None = None
+    #: What the model's files may do later: git landing, protected files (issue 31).
+    _guard: ProductGuard | None = None
+    #: The protected changes the person was warned about (each counts towards exit code 3).
     protected_changes: tuple[ProtectedChange, ...] = ()
+    _dropped_told: int = 0
     _trace: Trace | None = None
     _lock: SessionLock | None = None
     _run_id: str | None = None
@@ -235,7 +237,11 @@ class Session:
             make_undumpable()  # bwrap hides the harness's /proc entirely
         self.header(self._header_line(limits))
         self._say_how_it_runs()
-        self._protected = protected_snapshot(self.sandbox)
+        from orchestrator.tools.products.guard import ProductGuard
+
+        self._guard = ProductGuard.create(self.sandbox.sandbox, log=self._trace.log.info)
+        if self._guard.notice is not None:
+            self.notice(f"orchestrator: {self._guard.notice}")
         self._loop = self._new_loop(settings, limits, self._hook_runner(run_id, path, secrets))
         return self._loop
 
@@ -251,6 +257,8 @@ class Session:
         run_check = self._check_runner(secrets)
         # Checks run where the model's bash runs, on either kind of board.
         self.board.run_check = run_check
+        # A check the model set on its own item runs only where its bash may (issue 31).
+        self.board.vet_model_check = self._vet_model_check
         if isinstance(self.board, PlanBoard) and self.board.default_check is None:
             self.board.default_check = config.completion_check
         if hooks.has("TaskCompleted"):
@@ -431,7 +439,7 @@ class Session:
 
         assert self.sandbox is not None
         workdir = Workdir(self.options.workdir, confined=self.sandbox.sandbox.confined)
-        bash = BashTool(workdir, sandbox=self.sandbox.sandbox)
+        bash = BashTool(workdir, sandbox=self.sandbox.sandbox, guard=self._guard)
         hidden = redactable(tuple(secrets))
         timeout = self.options.config.check_timeout
 
@@ -541,26 +549,50 @@ class Session:
         return f"{task}\n\nThe plan so far (loaded from {where}):\n{self.board.render()}"
 
     def _check_protected(self) -> None:
-        """Compare the protected paths with the start: a change is a loud warning, exit 3."""
-        if self._protected is None or self._trace is None:
+        """Warn once about each protected change and each dropped git write (exit code 3)."""
+        guard = self._guard
+        if guard is None or self._trace is None:
             return
-        changes = self._protected.changes()
-        fresh = [change for change in changes if change not in self.protected_changes]
+        guard.fresh_changes()
         root = self.options.workdir
+        fresh = [change for change in guard.seen if change not in self.protected_changes]
         for change in fresh:
-            self._trace.log.info(
-                "protected.changed",
-                path=str(change.path),
-                before=change.before,
-                after=change.after,
-                diff=list(change.diff),
-            )
-            shown = "; ".join(line for line in change.diff[:3]) or "see the file"
+            # Every added line first: what the model put in is what runs later.
+            summary = change.summary()
+            shown = f": {inert(summary)}" if summary else ""
             self.notice(
-                f"! {change.describe(root)}: {inert(shown)}; review it before you run git or "
+                f"! {change.describe(root)}{shown}; review it before you run git or "
                 "orchestrator here (exit code 3)"
             )
         self.protected_changes = (*self.protected_changes, *fresh)
+        dropped = guard.dropped[self._dropped_told :]
+        self._dropped_told = len(guard.dropped)
+        if dropped:
+            paths = list(dict.fromkeys(item.path for item in dropped))
+            names = ", ".join(paths[:6])
+            more = f" and {len(paths) - 6} more" if len(paths) > 6 else ""
+            self.notice(
+                f"orchestrator: bash's writes to {inert(names)}{more} did not reach the "
+                "repository (only objects, refs, logs, the index and HEAD do); see git.landed "
+                "in the trace"
+            )
+
+    def _vet_model_check(self, command: str) -> str | None:
+        """Why a check the model set on its own item may not run here, or None when it may.
+
+        It is the model's command, so it runs only where the model's bash may: never with
+        --deny-bash or --approval deny, and under ask only once a person says yes.
+        """
+        config = self.options.config
+        if config.deny_bash:
+            return (
+                "this session has no bash (--deny-bash), so a check you set on your own item "
+                'cannot run; remove it (check: "") or leave the item for the person'
+            )
+        verdict = self.approval("bash", {"command": command})
+        if verdict is True:
+            return None
+        return str(getattr(verdict, "message", "")) or "refused"
 
     @property
     def model_name(self) -> str:
@@ -606,6 +638,8 @@ class Session:
         self.conversation = None
 
     def close(self) -> None:
+        if self._guard is not None:
+            self._guard.close()
         if self._hooks is not None and self._hooks.has("SessionEnd"):
             self._hooks.run("SessionEnd", {"reason": "other"}, "other")
         if self._hooks is not None:
@@ -663,14 +697,17 @@ class Session:
         config = self.options.config
         assert self.sandbox is not None  # chosen in _open()
         sandbox = self.sandbox.sandbox
+        bounds = sandbox.policy
         workdir = Workdir(
             self.options.workdir,
             confined=sandbox.confined,
             has_bash=not config.deny_bash,
-            protected=self.sandbox.sandbox.policy.protected,
+            protected=bounds.protected,
+            protect=bounds.protect,
+            hidden=(*bounds.stores, *bounds.hidden),
         )
         tools: list[Tool] = list(
-            standard_tools(workdir, bash=not config.deny_bash, sandbox=sandbox)
+            standard_tools(workdir, bash=not config.deny_bash, sandbox=sandbox, guard=self._guard)
         )
         if self.board_tool:
             tools.append(TodoTool(self.board))

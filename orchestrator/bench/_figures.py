@@ -27,6 +27,7 @@ from orchestrator.bench._board import measure_board
 from orchestrator.bench._html import measure_html
 from orchestrator.bench._plan_dependencies import measure_plan_dependencies
 from orchestrator.bench._sandbox import sandbox_cost
+from orchestrator.bench._team import measure_team
 from orchestrator.bench._timing import Found, alternate, median_ratio, slope, us
 from orchestrator.bench._workload import (
     BENCH_TASK,
@@ -566,4 +567,5 @@ MEASURES = (
     _long_run,
     _sandbox,
     measure_board,
+    measure_team,
 )

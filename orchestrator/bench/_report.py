@@ -104,6 +104,13 @@ FIGURES: tuple[tuple[str, str], ...] = (
     ("board_claims_per_s_16", "the same, 16 claimer processes"),
     ("board_claim_vs_floor", "a claim cycle / two bare SQLite write transactions, 16 processes"),
     ("board_lost_updates", "items not completed exactly once, or a failed board check"),
+    ("team_items_per_second_1", "a scripted team through the real loop: items/s, 1 worker"),
+    ("team_items_per_second_2", "the same, 2 worker processes"),
+    ("team_items_per_second_4", "the same, 4 worker processes"),
+    ("team_items_per_second_4_one_killed", "4 workers, one SIGKILLed after its first claim"),
+    ("team_speedup_2", "items/s with 2 workers / with 1 (2 cores: a modest rise)"),
+    ("team_speedup_4", "the same with 4 workers / with 1"),
+    ("team_speedup_4_one_killed", "4 workers, one killed / 1 worker"),
     ("cli_start_vs_python", "orchestrator --version / python -c pass, wall-clock"),
     ("cli_start_ms", "orchestrator --version, wall-clock ms"),
 )

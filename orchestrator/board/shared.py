@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
-from orchestrator.board.inputs import one_line
+from orchestrator.board.inputs import is_person, one_line
 from orchestrator.board.store import BoardChange, BoardError, BoardItem
 from orchestrator.plan import (
     ITEM_KEYS,
@@ -37,6 +37,7 @@ from orchestrator.plan import (
     PlanUpdated,
     Status,
     check_failed,
+    check_not_allowed,
     parse_batch,
 )
 from orchestrator.protocols import BoardStore, CheckResult, JSONObject, PlanRecord
@@ -103,6 +104,8 @@ class SharedBoard:
         self.run_check: Callable[[str], CheckResult] | None = None
         #: The ``TaskCompleted`` hooks, asked after an item's own check passes.
         self.task_completed: Callable[[JSONObject], CheckResult | None] | None = None
+        #: Asked before a check this agent's model set runs: None lets it run, else why not.
+        self.vet_model_check: Callable[[str], str | None] | None = None
 
     # -- the Plan protocol ------------------------------------------------------------------
 
@@ -191,6 +194,7 @@ class SharedBoard:
         """
         now = {item.id: item for item in self.store.items()}
         checks = self.store.checks()
+        setters = self.store.check_setters()
         for entry in entries:
             if (
                 entry.id in now
@@ -218,6 +222,13 @@ class SharedBoard:
             ):
                 continue
             command = checks.get(entry.id)
+            setter = setters.get(entry.id)
+            if command and setter is not None and not is_person(setter):
+                # A model set this check (its own or another agent's): it runs only where
+                # the model's bash may run.
+                why = None if self.vet_model_check is None else self.vet_model_check(command)
+                if why is not None:
+                    raise check_not_allowed(entry.id, command, why, shared=True)
             results = []
             if command and self.run_check is not None:
                 checked = self.run_check(command)

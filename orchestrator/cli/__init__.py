@@ -101,6 +101,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "team",
         "Run TASK as a team: a lead plans it on a shared board, workers do the items.",
     ),
+    "work": (
+        "orchestrator.cli.work",
+        "work",
+        "Claim the board's ready items one at a time and do each as a session in the work "
+        "directory.",
+    ),
     "doctor": (
         "orchestrator.cli.diagnose",
         "doctor",

@@ -172,6 +172,17 @@ def options_from_flags(**kwargs: Any) -> RunOptions:
         raise InputError(str(error)) from None
 
 
+def setting_flag(name: str, value: str | None, flag: str) -> object:
+    """A command's own flag read by the setting's rule (``nan`` is no lease); one line if bad."""
+    if value is None:
+        return None
+    setting = next(found for found in SETTINGS if found.name == name)
+    try:
+        return setting.parse(value)
+    except ValueError as error:
+        raise InputError(f"{flag} {value}: expected {error}") from None
+
+
 def _given(value: object) -> object:
     return None if value == () else value
 

@@ -1,11 +1,12 @@
-"""``team``: a lead plans on a shared board; workers claim the items in their own worktrees."""
+"""``team``: a lead plans on a shared board; worker processes claim the items in their worktrees."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -14,6 +15,7 @@ from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions
     from orchestrator.protocols import Model
+    from orchestrator.team.view import TeamBoardView
 
 SCRIPTED_TASK = "Document greeter.py: a note per function, one on usage and testing, and an index"
 MAX_WORKERS = 16
@@ -24,16 +26,16 @@ MAX_WORKERS = 16
 @click.option(
     "--workers",
     type=click.IntRange(1, MAX_WORKERS),
-    default=2,
-    show_default=True,
+    default=None,
     metavar="N",
-    help="Workers claiming items at once, each in its own git worktree and sandbox.",
+    help="Worker processes claiming items at once, each in its own git worktree and sandbox."
+    "  [default: 2; a resumed team: as many as before]",
 )
 @click.option(
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
     default=".",
-    help="The git repository the team works on (a clean tree); the branches merge back here.",
+    help="The git repository the team works on (a clean tree); its work merges back here.",
 )
 @click.option(
     "--board",
@@ -43,100 +45,182 @@ MAX_WORKERS = 16
     "directory]",
 )
 @click.option(
+    "--lease",
+    metavar="SECONDS",
+    default="30",
+    help="Seconds a worker's claim holds unless its heartbeat renews it; a dead worker's item "
+    "is free again within this.",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Pick up the unfinished team on --board (or on the board given as TASK): its items "
+    "and the branches there are.",
+)
+@click.option(
     "--scripted",
     is_flag=True,
     help="The offline team demo, SCRIPTED (no key): it sets up a small repository in the work "
     "directory, which must be new or empty.",
 )
+@click.option(
+    "--pace",
+    type=click.FloatRange(min=0, max=60),
+    default=0.0,
+    metavar="SECONDS",
+    help="With --scripted: seconds before each scripted worker's turn (to watch the team).",
+)
 @click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL].")
+@click.option(
+    "--price-per-mtok",
+    metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
+    default=None,
+    help="Dollars per million tokens, for the closing lines' cost [the model's list price].",
+)
 @click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
+@click.option(
+    "--protect",
+    multiple=True,
+    metavar="GLOB",
+    help="Files no agent may change (gitignore-style, repeatable); a check fails while one "
+    "differs.",
+)
+@click.pass_context
 def team(
+    ctx: click.Context,
     *,
     task: str | None,
-    workers: int,
+    workers: int | None,
     workdir: Path,
     board: str | None,
+    lease: str,
+    resume: bool,
     scripted: bool,
+    pace: float,
     model: str | None,
+    price_per_mtok: str | None,
     trust: bool,
+    protect: tuple[str, ...],
 ) -> int:
     """Run TASK as a team: a lead plans it on a shared board, workers do the items.
 
-    Each worker claims ready items (the item machine's guarded start edge, one transaction)
-    until none is left, in its own git worktree and branch; agents run without asking
-    (--approval auto) inside their sandboxes. The harness then commits each worktree and
-    merges the branches back, stopping at a conflict and naming its files. One trace per
-    agent, the board's own log; exit 0, 1 when an agent failed, 3 when a branch did not merge
-    or the board was left unfinished.
+    Each worker is an `orchestrator work` process with its own git worktree, branch, sandbox
+    and traces; it claims ready items (the item machine's guarded start edge, one
+    transaction) until none is left, and each item's commit merges into the team's
+    integration branch before the board marks it completed, so work that builds on other
+    work starts from it. At the end the integration branch merges into the work directory.
+    Agents run without asking (--approval auto) inside their sandboxes. Ctrl-C stops every
+    worker (each commits its work and gives its item back); `kill -INT PID` stops one. Exit
+    0, 1 when an agent failed, 2 bad input (or a board another unfinished team works on), 3
+    when work did not merge or the board was left unfinished, 130/143 when stopped.
     """
     from orchestrator.agent import SettingsError, anthropic_model, load_options
-    from orchestrator.board.stores import sqlite_url
-    from orchestrator.scenarios import team as scripted_team
+    from orchestrator.board.store import BoardError
+    from orchestrator.board.stores import BoardUrlError
+    from orchestrator.cli._common import setting_flag
     from orchestrator.sessions import state_dir
-    from orchestrator.team import TeamError, TeamPlan, prepare_scripted_repository, run_team
-    from orchestrator.trace import new_run_id
+    from orchestrator.team import scripted as scripted_team
+    from orchestrator.team.lead import TeamError, TeamPlan, run_team
     from orchestrator.trust import TrustError, TrustStore, trust_file
 
-    if task is None and not scripted:
-        raise InputError("give the TASK the team works on (or --scripted for the offline demo)")
-    task = task or SCRIPTED_TASK
+    task, board = _task_and_board(task, board, resume=resume, scripted=scripted)
+    lease_s = setting_flag("lease", lease, "--lease")
+    prices = setting_flag("price_per_mtok", price_per_mtok, "--price-per-mtok")
     workdir = workdir.resolve()
-    if not scripted and not workdir.is_dir():
+    fresh_demo = scripted and not resume and not (workdir / ".git").exists()
+    if not fresh_demo and not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
-    base = state_dir() / "team" / new_run_id()
-    url = board or sqlite_url(base / "board.db")
-    try:
-        if scripted:
-            prepare_scripted_repository(workdir, scripted_team.FILES)
-        # The workers' worktrees are copies of this folder: its trust is theirs.
-        trusted = trust or TrustStore(trust_file()).trusts(workdir)
-    except (TeamError, TrustError, OSError) as error:
+    settings_of = {
+        "approval": "auto",
+        "model": model,
+        "lease": lease_s,
+        "price_per_mtok": prices,
+        "protect": protect or None,
+    }
+    try:  # a missing key or a bad setting is said before anything starts
+        # A resumed team's lead does not run again; its record says what its workers run.
+        needs_key = not scripted and not resume
+        client = anthropic_model(load_options(workdir, settings_of).config) if needs_key else None
+    except SettingsError as error:
         raise InputError(str(error)) from None
 
-    own_files = _own_files(workdir)
+    def trusted() -> bool:
+        # The workers' worktrees are copies of this folder: its trust is theirs.
+        return trust or TrustStore(trust_file()).trusts(workdir)
 
-    def options(where: Path, agent: str) -> RunOptions:
-        settings = {"board": url, "agent": agent, "approval": "auto", "model": model}
-        # Only while its own files are what was trusted: an agent that rewrote them (bash
-        # outside bwrap can) must not have its hooks or settings trusted in a worktree.
-        same = where == workdir or _own_files(where) == own_files
-        return load_options(where, settings, trust=trusted and same, trace=base / f"{agent}.jsonl")
+    def options(where: Path, agent: str, trace: Path, url: str) -> RunOptions:
+        settings = {**settings_of, "board": url, "agent": agent}
+        return load_options(where, settings, trust=trusted(), trace=trace)
 
     def model_for(agent: str) -> Model:
-        if scripted:
-            if agent == "lead":
-                return scripted_team.ScriptedLead()
-            return scripted_team.ScriptedWorker(agent)
-        return anthropic_model(options(workdir, agent).config)
+        return scripted_team.ScriptedLead() if client is None else client
 
-    if scripted:
-        click.echo(f"[SCRIPTED team demo: no model, {workers} workers]\nworkdir: {workdir}")
+    def prepare() -> None:
+        scripted_team.prepare_scripted_repository(workdir, scripted_team.FILES)
+        click.echo(f"[SCRIPTED team demo: no model]\nworkdir: {workdir}")
+
+    flags: list[str] = [f"--pace={pace:g}"] if scripted and pace else []
+    if model:
+        flags += ["--model", model]
+    if price_per_mtok:
+        flags += ["--price-per-mtok", price_per_mtok]
+    for glob in protect:
+        flags.append(f"--protect={glob}")
+    if trust or (workdir.is_dir() and trusted()):
+        # The worktrees are other folders: the trust this folder has is passed on outright.
+        flags.append("--trust")
     live = None
     if sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb":
-        from rich.console import Console
-
-        from orchestrator.team_view import TeamBoardView
-
-        agents = ["lead", *(f"worker-{n}" for n in range(1, workers + 1))]
-        live = TeamBoardView(Console(), url, agents)
-    plan = TeamPlan(task, workers, workdir, url, base, options, model_for, sys.stdout, live)
+        live = _live_view
+    stopped = ctx.obj
+    plan = TeamPlan(
+        task=task or (SCRIPTED_TASK if scripted else None),
+        workers=workers,
+        workdir=workdir,
+        board=board,
+        base=state_dir() / "team",
+        options=options,
+        model=model_for,
+        out=sys.stdout,
+        live=live,
+        lease=float(cast("float", lease_s)),
+        scripted=scripted,
+        resume=resume,
+        worker_flags=tuple(flags),
+        stopped=(lambda: stopped.exit_code) if stopped is not None else (lambda: 130),
+        prepare=prepare if fresh_demo else None,
+    )
     try:
         result = run_team(plan)
-    except (TeamError, SettingsError) as error:
+    except (TeamError, SettingsError, BoardError, BoardUrlError, TrustError, OSError) as error:
         raise InputError(str(error)) from None
     for line in result.closing_lines():
         click.echo(line)
     return result.exit_code
 
 
-def _own_files(folder: Path) -> tuple[bytes | None, ...]:
-    """The bytes of the files that need trust (the project config, ``.mcp.json``)."""
-    from orchestrator.tools.protected import OWN_FILES
+def _task_and_board(
+    task: str | None, board: str | None, *, resume: bool, scripted: bool
+) -> tuple[str | None, str | None]:
+    """TASK and --board as given; ``team --resume URL`` names the board where TASK goes."""
+    from orchestrator.board.stores import is_store_url
 
-    found: list[bytes | None] = []
-    for name in OWN_FILES:
-        try:
-            found.append((folder / name).read_bytes())
-        except OSError:
-            found.append(None)
-    return tuple(found)
+    if resume and board is None and task is not None:
+        board, task = task, None
+    if resume and board is None:
+        raise InputError("--resume needs the board: --resume --board URL (or --resume URL)")
+    if board is not None and not is_store_url(board):
+        raise InputError(
+            f"--board {board}: not a board store; give sqlite:///PATH or postgresql://…"
+        )
+    if task is None and not scripted and board is None:
+        raise InputError("give the TASK the team works on (or --scripted for the offline demo)")
+    return task, board
+
+
+def _live_view(url: str, agents: Sequence[str]) -> TeamBoardView:
+    from rich.console import Console
+
+    from orchestrator.team.view import TeamBoardView
+
+    return TeamBoardView(Console(), url, agents)

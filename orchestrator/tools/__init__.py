@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from orchestrator.protocols import Tool
     from orchestrator.tools.bash import BashTool
     from orchestrator.tools.files import EditFileTool, ReadFileTool, WriteFileTool
+    from orchestrator.tools.products.guard import ProductGuard
     from orchestrator.tools.registry import SIDE_EFFECT_TOOLS, ToolRegistry
     from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
     from orchestrator.tools.secrets import looks_secret, scrub_environment
@@ -55,12 +56,16 @@ __getattr__ = lazy_exports(__name__, {name: f"{__name__}.{home}" for name, home 
 
 
 def standard_tools(
-    workdir: Workdir, *, bash: bool = True, sandbox: Sandbox | None = None
+    workdir: Workdir,
+    *,
+    bash: bool = True,
+    sandbox: Sandbox | None = None,
+    guard: ProductGuard | None = None,
 ) -> list[Tool]:
     """The model's file and shell tools over ``workdir`` (``bash=False`` for ``--deny-bash``).
 
     ``sandbox`` is where bash runs; by default the ``workdir`` mode (``none`` when ``workdir``
-    is unconfined).
+    is unconfined). ``guard`` (a session's) lands bash's git writes and names protected changes.
     """
     from orchestrator.tools.bash import BashTool
     from orchestrator.tools.files import EditFileTool, ReadFileTool, WriteFileTool
@@ -68,4 +73,9 @@ def standard_tools(
     tools: list[Tool] = [ReadFileTool(workdir), WriteFileTool(workdir), EditFileTool(workdir)]
     if not bash:
         return tools
-    return [BashTool(workdir) if sandbox is None else BashTool(workdir, sandbox=sandbox), *tools]
+    shell = (
+        BashTool(workdir, guard=guard)
+        if sandbox is None
+        else BashTool(workdir, sandbox=sandbox, guard=guard)
+    )
+    return [shell, *tools]

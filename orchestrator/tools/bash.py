@@ -1,4 +1,9 @@
-"""The bash tool: one shell command in the work directory, with a timeout and capped output."""
+"""The bash tool: one shell command in the work directory, with a timeout and capped output.
+
+With a :class:`~orchestrator.tools.products.guard.ProductGuard` (a session's), each command's
+git writes are landed afterwards and its protected-file changes named in the result; checks
+run the same way with ``PYTHONSAFEPATH=1`` and fail while a protected file differs.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import selectors
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -21,14 +26,21 @@ from orchestrator.tools import cgroups
 from orchestrator.tools.arguments import error_result, optional, required, with_note
 from orchestrator.tools.cgroups import CallGroup
 from orchestrator.tools.processes import launcher, stop_command, with_reaper
+from orchestrator.tools.products.guard import ProductGuard
 from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 from orchestrator.tools.workdir import Workdir
+
+if TYPE_CHECKING:
+    from orchestrator.tools.products.landing import Overlay
 
 _READ_CHUNK = 65536
 # How often the shell loop looks at whether bash has exited while its pipe is still open.
 _POLL_SECONDS = 0.05
 # A bound on bytes read after a timeout, in case a writer we could not kill keeps writing.
 _DRAIN_LIMIT = 1 << 20
+#: A check's environment on top of bash's: a ``pytest.py`` in the work directory must not
+#: shadow ``python -m pytest`` (the current directory leaves ``sys.path``).
+CHECK_ENVIRONMENT = {"PYTHONSAFEPATH": "1"}
 
 
 @attrs.define
@@ -88,6 +100,8 @@ class BashTool:
     max_output: int = attrs.field(default=50_000, kw_only=True)
     # How long to keep reading after bash exits while a background process holds the pipe.
     background_grace: float = attrs.field(default=1.0, kw_only=True)
+    #: The session's guard: lands git writes, names protected changes (None: neither).
+    guard: ProductGuard | None = attrs.field(default=None, kw_only=True)
 
     @property
     def name(self) -> str:
@@ -142,24 +156,62 @@ class BashTool:
         return float(min(requested, self.max_timeout))
 
     def _execute(self, command: str, timeout: float) -> ToolResult:
-        finish, output, returncode = self._contained(command, timeout)
-        return self._result(finish, output, returncode, timeout)
+        finish, output, returncode, note = self._contained(command, timeout)
+        result = self._result(finish, output, returncode, timeout)
+        return attrs.evolve(result, text=with_note(result.text, note)) if note else result
 
     def run_check(self, command: str, timeout: float) -> CheckResult:
         """Run a check command as bash runs the model's (sandbox, limits, cap); its outcome.
 
-        A timeout is exit code 124, as ``timeout(1)`` reports it.
+        A timeout is exit code 124, as ``timeout(1)`` reports it. While a protected file
+        differs from the session's start the check does not run and fails; one that changes a
+        protected file fails too. Python runs with ``PYTHONSAFEPATH=1``.
         """
         started = time.perf_counter()
-        finish, output, returncode = self._contained(command, timeout)
+        refused = self.guard.check_refusal() if self.guard is not None else None
+        if refused is not None:
+            return CheckResult(command, 1, f"[the check did not run: {refused}]", 0.0)
+        finish, output, returncode, note = self._contained(
+            command, timeout, extra_env=CHECK_ENVIRONMENT
+        )
         text = output.render()
+        code = _shell_code(returncode)
         if finish.timed_out:
-            returncode = 124
+            code = 124
             text = with_note(text, f"[timed out after {timeout:g}s; killed]")
-        return CheckResult(command, _shell_code(returncode), text, time.perf_counter() - started)
+        if note:
+            text = with_note(text, note)
+        after = self.guard.check_refusal() if self.guard is not None else None
+        if after is not None and code == 0:
+            code = 1
+            text = with_note(text, f"[the check does not count: {after}]")
+        return CheckResult(command, code, text, time.perf_counter() - started)
 
-    def _contained(self, command: str, timeout: float) -> tuple[_Finish, _CappedText, int | None]:
-        argv, env = self.sandbox.command(command, os.environ)
+    def _contained(
+        self, command: str, timeout: float, extra_env: Mapping[str, str] | None = None
+    ) -> tuple[_Finish, _CappedText, int | None, str]:
+        guard = self.guard
+        overlays = guard.before_call() if guard is not None else ()
+        ended = False
+        try:
+            finish, output, returncode = self._run_contained(command, timeout, overlays, extra_env)
+            ended = returncode is not None
+        finally:
+            # Landing only once every process of the call is gone (bwrap's pid namespace ended
+            # with bash); after an interrupt nothing lands.
+            note = guard.after_call(ended=ended) if guard is not None else ""
+        return finish, output, returncode, note
+
+    def _run_contained(
+        self,
+        command: str,
+        timeout: float,
+        overlays: tuple[Overlay, ...],
+        extra_env: Mapping[str, str] | None,
+    ) -> tuple[_Finish, _CappedText, int | None]:
+        argv, env = self.sandbox.command(
+            command, os.environ, overlays=overlays, extra_env=extra_env
+        )
         limits = self.sandbox.policy.limits
         group = cgroups.create_call_group(
             cgroups.available(),

@@ -20,7 +20,6 @@ from orchestrator.tools.beneath import (
     read_regular,
     replace_file,
 )
-from orchestrator.tools.protected import is_protected, why_protected
 from orchestrator.tools.workdir import Workdir
 
 # Files are read whole; anything bigger belongs to grep and sed.
@@ -34,6 +33,9 @@ def _read_text(workdir: Workdir, tool: str, path: str) -> tuple[Path, str]:
     opened beneath the work directory, so nothing can be swapped in between.
     """
     target = workdir.resolve(path)
+    refused = workdir.refusal(target, writing=False)
+    if refused is not None:
+        raise ToolError(f"Error: {tool}: {quoted(path)} cannot be read: {refused}")
     base, relative = workdir.anchor(target)
     try:
         opened = read_regular(base, relative, _MAX_FILE_BYTES)
@@ -120,11 +122,11 @@ def _text_before(workdir: Workdir, path: str) -> str | None:
 
 
 def _write_text(workdir: Workdir, tool: str, path: str, target: Path, content: str) -> int:
-    guarded = is_protected(target, workdir.protected)
-    if guarded is not None:
+    refused = workdir.refusal(target, writing=True)
+    if refused is not None:
         raise ToolError(
-            f"Error: {tool}: {quoted(path)} is protected: {why_protected(guarded, workdir.root)}, "
-            "so no tool may write it; leave it as it is, and tell the user if it needs a change"
+            f"Error: {tool}: {quoted(path)} is protected: {refused}, so no tool may write it; "
+            "leave it as it is, and tell the user if it needs a change"
         )
     try:
         data = content.encode("utf-8")

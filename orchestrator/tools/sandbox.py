@@ -6,23 +6,36 @@ capabilities dropped; an allowlisted, mostly read-only filesystem with the work 
 one writable place that outlives the call. :class:`Sandbox` pairs a policy with a mode
 (``bwrap``, ``workdir``, ``none``) and turns one command into the argv and environment to
 start. :func:`choose_sandbox` resolves ``auto`` and refuses ``bwrap`` where it cannot run.
+
+Inside the work directory the order of the mounts is the point: the work directory is bound
+first, then everything inside it that must stay read-only (a toolchain such as a project
+``.venv``, a ``--ro-path``, the protected paths and ``protect`` globs), each one's parent
+folders pinned by a mount of their own so they cannot be renamed aside, then the hidden paths.
+The git dir is an overlay whose upper layer the harness lands after the call
+(:mod:`orchestrator.tools.products.landing`), or read-only when the caller lands nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
+from orchestrator.tools.products.paths import ProtectGlobs
 from orchestrator.tools.secrets import scrub_environment
+
+if TYPE_CHECKING:
+    from orchestrator.tools.products.landing import Overlay
 
 Mode = Literal["bwrap", "workdir", "none"]
 MODES: tuple[str, ...] = ("auto", "bwrap", "workdir", "none")
@@ -49,6 +62,10 @@ def _paths(values: Sequence[str | os.PathLike[str]]) -> tuple[Path, ...]:
 
 def _names(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(values)
+
+
+def _globs(value: ProtectGlobs | Sequence[str]) -> ProtectGlobs:
+    return value if isinstance(value, ProtectGlobs) else ProtectGlobs(tuple(value))
 
 
 def discover_toolchains() -> tuple[Path, ...]:
@@ -99,6 +116,17 @@ class SandboxPolicy:
     protected: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     #: Interpreter trees outside /usr, read-only (by default this Python's venv and its base).
     toolchains: tuple[Path, ...] = attrs.field(factory=discover_toolchains, converter=_paths)
+    #: The ``protect`` globs: files the model may not change, bound read-only where they exist.
+    protect: ProtectGlobs = attrs.field(default=ProtectGlobs(), converter=_globs)
+    #: The git dirs of the work directory (its own and the common one, wherever they are):
+    #: read-only unless the call brings an overlay for them.
+    git_dirs: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    #: Folders to make (empty) when missing, so they can be bound read-only: a hooks folder
+    #: some git config names inside the work directory.
+    placeholders: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
+    #: A board's files inside the work directory (the database and its -wal, -shm, -journal):
+    #: covered by /dev/null whether they exist yet or not.
+    stores: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     #: Where the empty, writable home is mounted (and ``HOME`` points). A hook gets the user's
     #: home path here, so ``~/.claude/hooks/x.py`` in its command finds the file bound there.
     home: str = SANDBOX_HOME
@@ -118,8 +146,20 @@ class SandboxPolicy:
         extra = [str(path / "bin") for path in self.toolchains if (path / "bin").is_dir()]
         return ":".join([*extra, _SANDBOX_PATH])
 
-    def bwrap_arguments(self, bwrap: str, command: str, source: Mapping[str, str]) -> list[str]:
-        """The whole argv: ``bwrap OPTIONS -- bash -c COMMAND``."""
+    def bwrap_arguments(
+        self,
+        bwrap: str,
+        command: str,
+        source: Mapping[str, str],
+        *,
+        overlays: Sequence[Overlay] = (),
+        extra_env: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """The whole argv: ``bwrap OPTIONS -- bash -c COMMAND``.
+
+        ``overlays`` make the git dirs they name writable through an upper folder the caller
+        lands afterwards; without them the git dirs are read-only.
+        """
         # --disable-userns (which needs --unshare-user said outright): a user namespace made
         # inside gives back CAP_SYS_ADMIN there, enough to mount a cgroup hierarchy rooted at the
         # call's group, whose pids.max and memory cap a command run by root may then rewrite.
@@ -127,13 +167,13 @@ class SandboxPolicy:
         if self.allow_network:
             args.append("--share-net")
         args += ["--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
-        for name, value in self.environment(source).items():
+        for name, value in {**self.environment(source), **(extra_env or {})}.items():
             args += ["--setenv", name, value]
-        args += self._filesystem()
+        args += self._filesystem(overlays)
         args += ["--chdir", str(self.workdir), "--", "bash", "-c", command]
         return args
 
-    def _filesystem(self) -> list[str]:
+    def _filesystem(self, overlays: Sequence[Overlay] = ()) -> list[str]:
         args = ["--ro-bind", "/usr", "/usr"]
         for name in _TOP_LEVEL_LINKS:
             top = Path("/") / name
@@ -147,20 +187,92 @@ class SandboxPolicy:
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
         args += ["--size", str(self.limits.tmp_bytes), "--tmpfs", self.home]
-        for path in (*self.toolchains, *self.ro_paths):
-            if path.exists():
+        read_only = [path for path in (*self.toolchains, *self.ro_paths) if path.exists()]
+        # A read-only tree that holds the work directory goes first, or it would cover it.
+        for path in read_only:
+            if not path.resolve().is_relative_to(self.workdir):
                 args += ["--ro-bind", str(path), str(path)]
         args += ["--bind", str(self.workdir), str(self.workdir)]
-        for path in self.protected:
-            # Only what exists can be bound; a protected file created inside is caught by the
-            # digests compared after the run.
-            if path.is_relative_to(self.workdir) and path.exists() and not path.is_symlink():
-                args += ["--ro-bind", str(path), str(path)]
+        gitdirs = self._git_dirs_now()
+        for overlay in overlays:
+            args += ["--overlay-src", str(overlay.dest)]
+            args += ["--overlay", str(overlay.upper), str(overlay.work), str(overlay.dest)]
+        covered = {overlay.dest for overlay in overlays}
+        for gitdir in gitdirs:
+            if gitdir not in covered and not any(gitdir.is_relative_to(c) for c in covered):
+                args += ["--ro-bind", str(gitdir), str(gitdir)]
+        inside = [
+            path.resolve() for path in read_only if path.resolve().is_relative_to(self.workdir)
+        ]
+        inside += self._protected_inside(gitdirs)
+        args += self._pinned_read_only(inside, [*gitdirs, *covered])
         for hidden in self._hidden_beneath():
             if hidden.is_dir():
                 args += ["--tmpfs", str(hidden), "--remount-ro", str(hidden)]
             else:
                 args += ["--ro-bind", "/dev/null", str(hidden)]
+        for store in self.stores:
+            if store.is_relative_to(self.workdir) and not store.is_dir():
+                # Also when missing: bwrap makes an empty file to mount on, which SQLite reads
+                # as no journal; a file the model planted there would be replayed into the board.
+                args += ["--ro-bind", "/dev/null", str(store)]
+        return args
+
+    def _git_dirs_now(self) -> list[Path]:
+        found = [path for path in self.git_dirs if path.is_dir()]
+        dotgit = self.workdir / ".git"
+        if dotgit.is_dir() and not dotgit.is_symlink() and dotgit not in found:
+            found.append(dotgit)  # one the model made since the policy was built
+        return found
+
+    def _protected_inside(self, gitdirs: Sequence[Path]) -> list[Path]:
+        """The protected paths, hooks folders and ``protect`` matches that exist now."""
+        for folder in self.placeholders:
+            if folder.is_relative_to(self.workdir) and not folder.exists():
+                with contextlib.suppress(OSError):
+                    folder.mkdir(parents=True)
+        found: list[Path] = []
+        for path in (*self.protected, *self.placeholders):
+            if not path.is_relative_to(self.workdir) or any(
+                path.is_relative_to(g) for g in gitdirs
+            ):
+                continue
+            if path.exists() and not path.is_symlink() and path != self.workdir:
+                found.append(path)
+        if not self.protect.empty:
+            whole = self.protect.whole_directories(self.workdir)
+            found += whole
+            skip = [*whole, *self._hidden_beneath()]
+            for path in self.protect.files(self.workdir, skip):
+                if not path.is_symlink():
+                    found.append(path)
+        return found
+
+    def _pinned_read_only(self, paths: Sequence[Path], mounts: Sequence[Path]) -> list[str]:
+        """Read-only binds of ``paths``, each parent folder first pinned by a bind of its own.
+
+        A mount point cannot be renamed, while its parent folder could be, carrying the
+        read-only file away so that a new one can be written at its path.
+        """
+        leaves = {path for path in paths if path != self.workdir}
+        pins: set[Path] = set()
+        for path in leaves:
+            parent = path.parent
+            while parent != self.workdir and parent.is_relative_to(self.workdir):
+                pins.add(parent)
+                parent = parent.parent
+        pins -= leaves
+        pins = {pin for pin in pins if not any(pin.is_relative_to(m) for m in mounts)}
+        args: list[str] = []
+        for path in sorted(pins | leaves, key=lambda p: (len(p.parts), str(p))):
+            if any(path.is_relative_to(m) for m in mounts):
+                continue
+            if path in leaves and any(
+                path.is_relative_to(leaf) and path != leaf for leaf in leaves
+            ):
+                continue  # inside a folder already bound read-only
+            flag = "--ro-bind" if path in leaves else "--bind"
+            args += [flag, str(path), str(path)]
         return args
 
     def _hidden_beneath(self) -> list[Path]:
@@ -281,6 +393,43 @@ def userns_hint() -> str:
     )
 
 
+@functools.cache
+def probe_overlay(bwrap: str) -> str | None:
+    """Whether bwrap can mount an overlay here (the git dir's): None, else one line why not."""
+    from orchestrator.tools.products.landing import Overlay
+
+    folder = Path(tempfile.mkdtemp(prefix="orchestrator-probe-"))
+    try:
+        for name in ("work", "lower", "upper", "scratch"):
+            (folder / name).mkdir()
+        policy = SandboxPolicy(folder / "work", toolchains=())
+        overlay = Overlay(folder / "lower", folder / "upper", folder / "scratch")
+        args = policy.bwrap_arguments(
+            bwrap, f"touch {folder / 'lower' / 'probe'}", {}, overlays=[overlay]
+        )
+        try:
+            done = subprocess.run(
+                args,
+                env={},
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_PROBE_TIMEOUT,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"bwrap cannot be started: {error}"
+        if done.returncode != 0 or not (folder / "upper" / "probe").exists():
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            return said[-1] if said else f"exit code {done.returncode}"
+        return None
+    finally:
+        for path, dirs, _files in os.walk(folder):
+            for name in dirs:
+                with contextlib.suppress(OSError):
+                    os.chmod(Path(path) / name, 0o700)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # ---------------------------------------------------------------------------------------------
 # The sandbox a run uses
 
@@ -302,18 +451,34 @@ class Sandbox:
         """Whether the file tools stay beneath the work directory (every mode but ``none``)."""
         return self.mode != "none"
 
-    def command(self, command: str, source: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    def command(
+        self,
+        command: str,
+        source: Mapping[str, str],
+        *,
+        overlays: Sequence[Overlay] = (),
+        extra_env: Mapping[str, str] | None = None,
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment for ``command``.
+
+        ``extra_env`` is set on top (a check's ``PYTHONSAFEPATH``); ``overlays`` only mean
+        something under bwrap.
+        """
+        extra = dict(extra_env or {})
         if self.mode == "bwrap":
             assert self.bwrap is not None  # checked when the sandbox was chosen
             # bwrap is pid 1 inside and /proc/1/environ shows what it started with: nothing.
-            return self.policy.bwrap_arguments(self.bwrap.path, command, source), {}
+            argv = self.policy.bwrap_arguments(
+                self.bwrap.path, command, source, overlays=overlays, extra_env=extra
+            )
+            return argv, {}
         if self.mode == "workdir":
             # Outside bwrap the user's own tools and home are what the command finds.
             env = self.policy.environment(
                 source, home=source.get("HOME", SANDBOX_HOME), path=source.get("PATH")
             )
-            return ["bash", "-c", command], env
-        return ["bash", "-c", command], scrub_environment(source)
+            return ["bash", "-c", command], {**env, **extra}
+        return ["bash", "-c", command], {**scrub_environment(source), **extra}
 
     def describe(self) -> str:
         """One line for the console and ``doctor``."""

@@ -13,6 +13,7 @@ import attrs
 
 from orchestrator.protocols import ToolError
 from orchestrator.tools.arguments import json_type, quoted, suggestion
+from orchestrator.tools.products.paths import ProtectGlobs
 
 _MAX_PATH_LENGTH = 4096
 
@@ -33,6 +34,31 @@ class Workdir:
     has_bash: bool = True
     #: Paths that run later (git hooks and config, our own files): never written by a tool.
     protected: tuple[Path, ...] = ()
+    #: The person's ``protect`` globs: files no tool writes.
+    protect: ProtectGlobs = attrs.Factory(ProtectGlobs)
+    #: Files no tool reads or writes: a board's store inside the work directory, the trace.
+    hidden: tuple[Path, ...] = ()
+
+    def refusal(self, target: Path, *, writing: bool) -> str | None:
+        """Why no tool may open ``target`` (a result of :meth:`resolve`) this way, or None."""
+        from orchestrator.tools.products.paths import in_git_dir, is_protected, why_protected
+
+        if any(target == path or target.is_relative_to(path) for path in self.hidden):
+            return "it holds the harness's own records (the board, the trace), which no tool opens"
+        if target.is_relative_to(self.root / ".orchestrator"):
+            return "it is the harness's own folder (traces), which no tool opens"
+        if not writing:
+            return None
+        guarded = is_protected(target, self.protected)
+        if guarded is not None:
+            return why_protected(guarded, self.root)
+        if in_git_dir(target, self.root):
+            return why_protected(target, self.root)
+        if target.is_relative_to(self.root) and self.protect.matches(
+            target.relative_to(self.root).as_posix()
+        ):
+            return "the person protected it (the protect setting): the model may not change it"
+        return None
 
     def how_to_list(self, path: str = ".") -> str:
         """The call that lists ``path``, in the words of the tools the model has."""

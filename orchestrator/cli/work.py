@@ -1,0 +1,191 @@
+"""``work``: one worker process that claims a shared board's items and does them, one at a time."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+
+if TYPE_CHECKING:
+    from orchestrator.agent import RunOptions
+    from orchestrator.protocols import Model
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("url")
+@click.option("--agent", required=True, metavar="NAME", help="This worker's name on the board.")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    help="Where the items are done; when it is the top of a git repository (a clean tree), "
+    "each completed item is a commit there.",
+)
+@click.option(
+    "--scripted",
+    is_flag=True,
+    help="The offline worker, SCRIPTED (no key): for each item it writes the file the item's "
+    "text names (Write notes/x.md … → notes/x.md) and completes it.",
+)
+@click.option(
+    "--pace",
+    type=click.FloatRange(min=0, max=60),
+    default=0.0,
+    metavar="SECONDS",
+    help="With --scripted: seconds before each scripted turn (to watch it, or stop it mid-item).",
+)
+@click.option(
+    "--lease",
+    metavar="SECONDS",
+    default="30",
+    help="Seconds a claim holds unless renewed; a heartbeat renews it while the worker lives.",
+)
+@click.option(
+    "--integrate",
+    metavar="BRANCH",
+    default=None,
+    help="Merge each completed item's commit into BRANCH (in the work directory's repository) "
+    "before the board marks it completed, and start each item from BRANCH's tip.",
+)
+@click.option(
+    "--trace-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write each item's trace in this folder.  [default: the per-user state dir]",
+)
+@click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL].")
+@click.option(
+    "--price-per-mtok",
+    metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
+    default=None,
+    help="Dollars per million tokens, for the cost it reports [the model's list price].",
+)
+@click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
+@click.option(
+    "--protect",
+    multiple=True,
+    metavar="GLOB",
+    help="Files the agent may not change (gitignore-style, repeatable); a check fails while "
+    "one differs.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Every line on stdout one JSON object (for team)."
+)
+@click.pass_context
+def work(
+    ctx: click.Context,
+    *,
+    url: str,
+    agent: str,
+    workdir: Path,
+    scripted: bool,
+    pace: float,
+    lease: str,
+    integrate: str | None,
+    trace_dir: Path | None,
+    model: str | None,
+    price_per_mtok: str | None,
+    trust: bool,
+    protect: tuple[str, ...],
+    as_json: bool,
+) -> int:
+    """Claim the board's ready items one at a time and do each as a session in the work directory.
+
+    While nothing is ready but other agents hold items, it waits and looks again; it ends
+    when the board has nothing left for it. Its lease is renewed by a heartbeat while it
+    lives, so a dead worker's item is free again within --lease. In a repository each
+    completed item is one commit (the item's id and text in its message); a commit that adds
+    a gitlink or changes a file that decides what runs later is refused. The same command on
+    two machines against one PostgreSQL board is a team across machines. Exit 0 when the board
+    has nothing left for it, 1 when a session failed, 2 bad input, 3 when an item's work was
+    refused, 130/143 when stopped (its work committed, its item given back).
+    """
+    from orchestrator.agent import SettingsError, anthropic_model, load_options
+    from orchestrator.board.inputs import agent_problem
+    from orchestrator.board.store import BoardError
+    from orchestrator.board.stores import BoardUrlError, is_store_url
+    from orchestrator.cli._common import setting_flag
+    from orchestrator.harness_git import GitError
+    from orchestrator.team.integration import TeamError
+    from orchestrator.team.scripted import ScriptedItem
+    from orchestrator.team.worker import Worker, WorkOutput, WorkPlan
+
+    if not is_store_url(url):
+        raise InputError(f"{url}: not a board store; give sqlite:///PATH or postgresql://…")
+    if (problem := agent_problem(agent)) is not None:
+        raise InputError(f"--agent: {problem}")
+    lease_s = setting_flag("lease", lease, "--lease")
+    prices = setting_flag("price_per_mtok", price_per_mtok, "--price-per-mtok")
+    workdir = workdir.resolve()
+    if not workdir.is_dir():
+        raise InputError(f"--workdir {workdir}: no such directory")
+    if trace_dir is not None:
+        try:
+            trace_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise InputError(f"--trace-dir {trace_dir}: {error.strerror}") from None
+    settings = {
+        "board": url,
+        "agent": agent,
+        "approval": "auto",
+        "model": model,
+        "lease": lease_s,
+        "price_per_mtok": prices,
+        "protect": protect or None,
+    }
+    own = _own_files(workdir)
+
+    def options(trace: Path | None) -> RunOptions:
+        # Trusted only while its own files are what was trusted: an agent that rewrote them
+        # (bash outside bwrap can) must not have its hooks or settings trusted next time.
+        return load_options(
+            workdir, settings, trust=trust and _own_files(workdir) == own, trace=trace
+        )
+
+    try:
+        config = options(None).config  # every setting read once, before anything is claimed
+        client = None if scripted else anthropic_model(config)
+    except SettingsError as error:
+        raise InputError(str(error)) from None
+
+    def model_for(item_id: str, text: str) -> Model:
+        if client is None:
+            return ScriptedItem(agent, item_id, text, pace=pace)
+        return client
+
+    out = WorkOutput(sys.stdout, as_json=as_json)
+    plan = WorkPlan(
+        url,
+        agent,
+        workdir,
+        float(config.lease),
+        options,
+        model_for,
+        integrate=integrate,
+        trace_dir=trace_dir.resolve() if trace_dir is not None else None,
+    )
+    try:
+        worker = Worker(plan, out)
+    except (TeamError, GitError, BoardError, BoardUrlError) as error:
+        raise InputError(str(error)) from None
+    stopped = ctx.obj
+    result = worker.run(lambda: stopped.exit_code if stopped is not None else 130)
+    out.record(result.record(agent))
+    return result.exit_code
+
+
+def _own_files(folder: Path) -> tuple[bytes | None, ...]:
+    """The bytes of the files that need trust (the project config, ``.mcp.json``)."""
+    from orchestrator.tools.protected import OWN_FILES
+
+    found: list[bytes | None] = []
+    for name in OWN_FILES:
+        try:
+            found.append((folder / name).read_bytes())
+        except OSError:
+            found.append(None)
+    return tuple(found)

@@ -1,0 +1,283 @@
+"""The team's branches: each worker's, the integration branch its items merge into, and checks.
+
+A team works in one repository. Each worker has a worktree on its own branch
+(``team/ID/worker-K``); the team has an integration branch (``team/ID/integration``) that
+starts at the work directory's ``HEAD``. An item a worker completes is one commit on its
+branch, merged into the integration branch *before* the board marks it completed, with git's
+plumbing (``merge-tree``, ``commit-tree``, a compare-and-swap ``update-ref``), so two workers
+merging at once never lose one another's merge and no work tree or hook is involved. A worker
+starting an item first brings its worktree up to the integration branch's tip, so an item
+blocked by others starts from their work. At the end the integration branch is merged into
+the work directory.
+
+A commit that adds a gitlink (mode 160000: a nested repository, whose own config the
+superproject's git would obey), or changes a file that decides what runs later (our own
+``orchestrator.toml`` and ``.mcp.json``, ``.gitmodules``, a hook manager's files), is never
+merged: it stays on the worker's branch, named. Every git command here is the harness's own
+(:func:`orchestrator.harness_git.run_git`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+import attrs
+
+from orchestrator.harness_git import GitError, GitPlace, run_git
+
+if TYPE_CHECKING:
+    from orchestrator.tools.protected import ProtectGlobs
+
+#: A gitlink's mode in a tree: a commit of another repository, not a file.
+GITLINK = "160000"
+#: How often a merge into the integration branch is retried when another worker moved it.
+_MERGE_TRIES = 50
+
+
+class TeamError(Exception):
+    """A team (or a worker) that cannot start or go on here; ``str()`` is one line."""
+
+
+def _refused_names() -> tuple[frozenset[str], tuple[str, ...]]:
+    """File names refused at any depth, and paths refused (with all under them) at the top."""
+    from orchestrator.tools.protected import HOOK_MANAGER_FILES, OWN_FILES
+
+    return frozenset({*OWN_FILES, ".gitmodules"}), HOOK_MANAGER_FILES
+
+
+@attrs.frozen
+class Merged:
+    """How a merge into the integration branch went: its new tip, or the files in conflict."""
+
+    tip: str | None
+    conflicts: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.tip is not None
+
+
+def rev(place: GitPlace | Path, ref: str) -> str | None:
+    """The commit ``ref`` names, or None when there is none."""
+    done = _git(place, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}", check=False)
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def is_ancestor(place: GitPlace | Path, older: str, newer: str) -> bool:
+    return _git(place, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
+
+
+def place_of(folder: Path) -> GitPlace | None:
+    """``folder``'s work tree top and git dir, read now (before any model has run there)."""
+    top = run_git(folder, "rev-parse", "--show-toplevel", check=False)
+    gitdir = run_git(folder, "rev-parse", "--absolute-git-dir", check=False)
+    if top.returncode != 0 or gitdir.returncode != 0:
+        return None
+    return GitPlace(Path(top.stdout.strip()), Path(gitdir.stdout.strip()))
+
+
+def require_clean_repository(workdir: Path) -> None:
+    """A team needs a repository with a commit and a clean tree; :class:`TeamError` else."""
+    inside = run_git(workdir, "rev-parse", "--is-inside-work-tree", check=False)
+    if inside.returncode != 0 or inside.stdout.strip() != "true":
+        raise TeamError(
+            f"{workdir}: not a git repository; team gives each worker a git worktree "
+            "(git init, then commit what is there), or use --scripted in an empty folder"
+        )
+    if rev(workdir, "HEAD") is None:
+        raise TeamError(f"{workdir}: the repository has no commit yet; commit once first")
+    if dirty(workdir):
+        raise TeamError(
+            f"{workdir}: uncommitted changes; commit or stash them first, so the workers' "
+            "branches merge back onto a clean tree"
+        )
+
+
+def dirty(place: GitPlace | Path) -> bool:
+    """Whether the work tree has changes or new files (submodules are never looked into)."""
+    done = _git(place, "status", "--porcelain", "--ignore-submodules=all", "--untracked-files=all")
+    return bool(done.stdout.strip())
+
+
+def commit_all(place: GitPlace | Path, message: str, *, author: str | None = None) -> str | None:
+    """Commit every change and new file in the work tree; the new commit, or None (clean)."""
+    _git(place, "add", "-A", "--", ".")
+    staged = _git(place, "diff", "--cached", "--quiet", "--ignore-submodules=none", check=False)
+    if staged.returncode == 0:
+        return None
+    # Staged changes were found above with submodules looked at; git's own "nothing to
+    # commit" would ignore a new gitlink (diff.ignoreSubmodules=all), so it is not asked.
+    _git(place, "commit", "-q", "--no-verify", "--allow-empty", "-m", message, author=author)
+    return rev(place, "HEAD")
+
+
+def refusals(
+    place: GitPlace | Path, base: str, commit: str, protect: ProtectGlobs | None = None
+) -> tuple[str, ...]:
+    """What in ``base..commit`` may not be merged, each named.
+
+    Gitlinks, the files that decide what runs later, and files the ``protect`` globs name.
+    """
+    names, at_top = _refused_names()
+    done = _git(
+        place, "diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", "--raw", base, commit
+    )
+    fields = done.stdout.split("\0")
+    found: list[str] = []
+    for header, path in zip(fields[0::2], fields[1::2], strict=False):
+        if not header.startswith(":"):
+            continue
+        old_mode, new_mode = header[1:].split(" ")[:2]
+        if GITLINK in (old_mode, new_mode):
+            found.append(f"{path} is a gitlink (a nested repository)")
+        elif PurePosixPath(path).name in names or any(
+            path == top or path.startswith(top + "/") for top in at_top
+        ):
+            found.append(f"{path} decides what runs later")
+        elif protect is not None and protect.matches(path):
+            found.append(f"{path} is protected (--protect)")
+    return tuple(found)
+
+
+def merge_into(place: GitPlace | Path, branch: str, commit: str, message: str) -> Merged:
+    """Merge ``commit`` into ``branch`` without a work tree; a conflict changes nothing.
+
+    A fast-forward when ``branch`` has not moved since the commit's work started; otherwise a
+    merge commit built by ``merge-tree``. The branch moves by compare-and-swap, so a merge
+    that raced another worker's is redone on the new tip.
+    """
+    ref = f"refs/heads/{branch}"
+    for _ in range(_MERGE_TRIES):
+        tip = rev(place, ref)
+        if tip is None:
+            raise GitError(f"no branch {branch} to merge into")
+        if is_ancestor(place, commit, tip):
+            return Merged(tip)
+        if is_ancestor(place, tip, commit):
+            new = commit
+        else:
+            tried = _git(
+                place,
+                "merge-tree",
+                "--write-tree",
+                "-z",
+                "--name-only",
+                "--no-messages",
+                tip,
+                commit,
+                check=False,
+            )
+            fields = [field for field in tried.stdout.split("\0") if field]
+            if tried.returncode == 1:
+                return Merged(None, tuple(dict.fromkeys(fields[1:])) or ("(git named no file)",))
+            if tried.returncode != 0 or not fields:
+                said = " ".join(tried.stderr.split())[-200:]
+                return Merged(None, (f"(git: {said or 'the merge failed'})",))
+            made = _git(place, "commit-tree", fields[0], "-p", tip, "-p", commit, "-m", message)
+            new = made.stdout.strip()
+        moved = _git(place, "update-ref", "-m", message, ref, new, tip, check=False)
+        if moved.returncode == 0:
+            return Merged(new)
+    raise GitError(f"{branch} kept moving under {_MERGE_TRIES} merges; try again")
+
+
+def catch_up(place: GitPlace, integration: str, keep_as: str) -> str | None:
+    """Bring the worktree's branch up to ``integration``'s tip before an item starts.
+
+    Commits of its own the integration branch does not hold (an item that did not merge, work
+    left when a worker was stopped) are kept on a branch of their own, named ``keep_as`` plus
+    the commit, which is returned; the worktree then starts from the tip.
+    """
+    tip = rev(place, f"refs/heads/{integration}")
+    head = rev(place, "HEAD")
+    if tip is None or head is None or head == tip:
+        return None
+    if is_ancestor(place, head, tip):
+        _git(place, "merge", "--ff-only", "-q", tip)
+        return None
+    kept = f"{keep_as}-{head[:10]}"
+    _git(place, "update-ref", f"refs/heads/{kept}", head)
+    # The caller committed everything first: nothing uncommitted is there for reset to drop.
+    _git(place, "reset", "-q", "--hard", tip)
+    return kept
+
+
+def add_worktree(repo: GitPlace | Path, path: Path, branch: str, start: str) -> GitPlace:
+    """A worktree at ``path`` on ``branch``: the branch made at ``start`` unless it exists."""
+    _git(repo, "worktree", "prune")
+    if path.exists() and (path / ".git").exists():
+        found = place_of(path)
+        if found is not None:
+            return found
+    if rev(repo, f"refs/heads/{branch}") is None:
+        _git(repo, "worktree", "add", "-q", "--no-checkout", "-b", branch, str(path), start)
+    else:
+        _git(repo, "worktree", "add", "-q", "--no-checkout", str(path), branch)
+    found = place_of(path)
+    if found is None:
+        raise TeamError(f"{path}: git made the worktree but cannot read it back")
+    _git(found, "reset", "-q", "--hard")  # the checkout, with hooks off
+    return found
+
+
+def remove_worktree(repo: GitPlace | Path, path: Path) -> str | None:
+    """Remove a committed worktree (its branch stays); else why it was left where it is.
+
+    Its cleanliness is judged here, never by git's own check, which looks into nested
+    repositories by running git there: with their config.
+    """
+    if not path.exists():
+        _git(repo, "worktree", "prune", check=False)
+        return None
+    if dirty(path):
+        return "it has changes that could not be committed"
+    nested = _nested_repositories(path)
+    if nested:
+        return f"it holds a nested repository ({', '.join(nested[:3])}), kept for a person to see"
+    _git(repo, "worktree", "remove", "--force", str(path), check=False)
+    _git(repo, "worktree", "prune", check=False)
+    return None if not path.exists() else "git would not remove it"
+
+
+def _nested_repositories(top: Path) -> list[str]:
+    """The folders below ``top`` that hold a ``.git`` of their own (its own one aside)."""
+    found = []
+    for folder, names, files in os.walk(top):
+        here = Path(folder)
+        if here != top and (".git" in names or ".git" in files):
+            found.append(str(here.relative_to(top)))
+        names[:] = [name for name in names if name != ".git"]
+    return sorted(found)
+
+
+def merge_branch(workdir: GitPlace | Path, branch: str, message: str) -> tuple[str, ...]:
+    """Merge ``branch`` into the work directory's checkout; the files in conflict, or ()."""
+    done = _git(workdir, "merge", "--no-edit", "-q", "-m", message, branch, check=False)
+    if done.returncode == 0:
+        return ()
+    files = _git(workdir, "diff", "--name-only", "-z", "--diff-filter=U", check=False)
+    named = tuple(name for name in files.stdout.split("\0") if name)
+    if not named:  # not a conflict: git refused the merge itself; say why
+        named = (f"(git: {(done.stderr.strip().splitlines() or ['no reason'])[-1]})",)
+    _git(workdir, "merge", "--abort", check=False)
+    return named
+
+
+def commits_between(place: GitPlace | Path, base: str, tip: str) -> Sequence[str]:
+    """The commits in ``base..tip``, oldest first."""
+    done = _git(place, "rev-list", "--reverse", f"{base}..{tip}", check=False)
+    return done.stdout.split()
+
+
+def _git(
+    place: GitPlace | Path, *args: str, check: bool = True, author: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    if isinstance(place, GitPlace):
+        return run_git(place.work_tree, *args, place=place, check=check, author=author)
+    return run_git(place, *args, check=check, author=author)

@@ -1,0 +1,236 @@
+"""``orchestrator work``: one worker process on any board, its commits, its stops, its conflicts."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.board.check import check_log
+from orchestrator.board.stores import open_store
+from orchestrator.harness_git import run_git
+from orchestrator.team import integration
+from orchestrator.team.scripted import ScriptedItem, note_path
+from tests.test_team import Running, _cli
+
+ITEMS = (
+    ("Write notes/a.md about a", ()),
+    ("Write notes/b.md about b", ()),
+    ("Write notes/c.md after a and b", ("1", "2")),
+)
+
+
+def _board(path: Path, items: tuple[tuple[str, tuple[str, ...]], ...] = ITEMS) -> str:
+    url = f"sqlite:///{path}"
+    with open_store(url) as store, store.change() as change:
+        for text, blockers in items:
+            change.add(text, agent="person", blocked_by=blockers)
+    return url
+
+
+def _repository(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "README.md").write_text("# r\n", encoding="utf-8")
+    run_git(folder, "init", "-q", "-b", "main")
+    run_git(folder, "add", "-A")
+    run_git(folder, "commit", "-q", "-m", "start")
+    return folder
+
+
+def _statuses(url: str) -> dict[str, tuple[str, str | None]]:
+    with open_store(url) as store:
+        return {item.id: (str(item.status), item.owner) for item in store.items()}
+
+
+def test_a_scripted_worker_commits_each_item_on_its_own_and_ends_when_none_is_left(
+    tmp_path: Path,
+) -> None:
+    url = _board(tmp_path / "board.db")
+    repo = _repository(tmp_path / "repo")
+    done = _cli(["work", url, "--agent", "me", "--workdir", str(repo), "--scripted"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _statuses(url) == {n: ("completed", "me") for n in ("1", "2", "3")}
+    messages = run_git(repo, "log", "--format=%B%x00", "HEAD").stdout.split("\0")
+    for number, (text, _) in enumerate(ITEMS, start=1):
+        mine = [m for m in messages if m.strip().startswith(f"#{number}: {text}")]
+        assert len(mine) == 1 and f"Board-Item: {number}" in mine[0], messages
+    assert run_git(repo, "status", "--porcelain").stdout == ""
+    assert sorted(p.name for p in (repo / "notes").iterdir()) == ["a.md", "b.md", "c.md"]
+    # Outside a repository the items are done all the same, with nothing committed.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    other = _board(tmp_path / "other.db")
+    done = _cli(["work", other, "--agent", "you", "--workdir", str(plain), "--scripted"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(p.name for p in (plain / "notes").iterdir()) == ["a.md", "b.md", "c.md"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--lease", "inf"], "--lease inf: expected"),
+        (["--agent", ""], "--agent: an agent's name is empty"),
+        (["--agent", "person:me"], "marks a person"),
+        (["--integrate", "nowhere"], "--integrate nowhere: no such branch"),
+        (["--pace", "-1"], "--pace"),
+    ],
+)
+def test_bad_work_input_is_one_line_and_claims_nothing(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    url = _board(tmp_path / "board.db")
+    repo = _repository(tmp_path / "repo")
+    base = ["work", url, "--agent", "me", "--workdir", str(repo), "--scripted"]
+    done = _cli([*base, *args], tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+    assert all(status == "pending" for status, _ in _statuses(url).values())
+
+
+def test_a_dirty_work_directory_is_refused_before_anything_is_claimed(tmp_path: Path) -> None:
+    url = _board(tmp_path / "board.db")
+    repo = _repository(tmp_path / "repo")
+    (repo / "mine.txt").write_text("uncommitted\n", encoding="utf-8")
+    done = _cli(["work", url, "--agent", "me", "--workdir", str(repo), "--scripted"], tmp_path)
+    assert done.returncode == 2 and "uncommitted changes" in done.stderr
+    assert all(status == "pending" for status, _ in _statuses(url).values())
+
+
+def test_a_stopped_worker_commits_its_work_and_gives_its_item_back(tmp_path: Path) -> None:
+    url = _board(tmp_path / "board.db", (("Write notes/slow.md slowly", ()),))
+    repo = _repository(tmp_path / "repo")
+    args = ["work", url, "--agent", "me", "--workdir", str(repo), "--scripted", "--pace", "2"]
+    worker = Running(args, tmp_path)
+    # Its file is written; the scripted model waits before completing: stop it there.
+    worker.wait_for(worker.line_matching(r"✓ write_file notes/slow\.md"))
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.finish() == 143, worker.text
+    assert "released #1" in worker.text
+    assert _statuses(url) == {"1": ("pending", None)}
+    with open_store(url) as store:
+        triggers = [entry.trigger for entry in store.log()]
+    assert triggers == ["add", "start", "pause"]  # given back at once, not left to expire
+    last = run_git(repo, "log", "-1", "--format=%s").stdout
+    assert "unfinished, the worker was stopped" in last
+    assert "notes/slow.md" in run_git(repo, "show", "--name-only", "--format=", "HEAD").stdout
+    assert run_git(repo, "status", "--porcelain").stdout == ""
+
+
+class _Meanwhile(ScriptedItem):
+    """A scripted item whose first turn is preceded by another worker's conflicting merge."""
+
+    def __init__(self, other: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._other = other
+
+    def respond(self, request: Any, on_text: Any) -> Any:
+        if self._other is not None:
+            self._other()
+            self._other = None
+        return super().respond(request, on_text)
+
+
+def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.agent import load_options
+    from orchestrator.team.worker import Worker, WorkOutput, WorkPlan
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE_DIR", str(tmp_path / "state"))
+    url = _board(tmp_path / "board.db", (("Write notes/same.md", ()),))
+    repo = _repository(tmp_path / "repo")
+    run_git(repo, "branch", "integration", "HEAD")
+    mine = integration.add_worktree(repo, tmp_path / "mine", "w/mine", "integration")
+    other = integration.add_worktree(repo, tmp_path / "other", "w/other", "integration")
+
+    def other_worker_lands_first() -> None:
+        (other.work_tree / "notes").mkdir()
+        (other.work_tree / "notes" / "same.md").write_text("theirs\n", encoding="utf-8")
+        commit = integration.commit_all(other, "#9: theirs")
+        assert commit is not None
+        assert integration.merge_into(other, "integration", commit, "merge #9").ok
+
+    calls = [other_worker_lands_first, None]
+    settings = {"board": url, "agent": "me", "approval": "auto", "lease": 30}
+    out = io.StringIO()
+    plan = WorkPlan(
+        url,
+        "me",
+        mine.work_tree,
+        30.0,
+        lambda trace: load_options(mine.work_tree, settings, trace=trace),
+        lambda item, text: _Meanwhile(calls.pop(0), "me", item, text),
+        integrate="integration",
+        trace_dir=tmp_path / "traces",
+    )
+    (tmp_path / "traces").mkdir()
+    result = Worker(plan, WorkOutput(out, as_json=True)).run(lambda: 130)
+    assert result.exit_code == 0, out.getvalue()
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    outcomes = [(r["outcome"], r.get("why", "")) for r in records if r["event"] == "work.item"]
+    assert outcomes[0][0] == "conflict" and "notes/same.md" in outcomes[0][1], outcomes
+    assert outcomes[1][0] == "completed", outcomes
+    with open_store(url) as store:
+        entries = list(store.log())
+        contents = store.contents()
+    assert [e.trigger for e in entries] == ["add", "start", "check", "pause", "start", "complete"]
+    # The conflict is on the board, in the log beside the item, and the log still holds.
+    noted = entries[2]
+    assert noted.exit_code == 1 and "notes/same.md" in str(noted.check)
+    assert check_log(contents.log, contents.items, checks=contents.checks) is None
+    # The second try started from the tip that held the other worker's file, and merged.
+    tip = run_git(repo, "show", "integration:notes/same.md").stdout
+    assert "Written by me" in tip
+    kept = [r for r in records if r["event"] == "work.caught_up" and r.get("kept")]
+    assert kept, "the conflicting commit was kept on a branch of its own"
+    assert "theirs" not in run_git(repo, "show", f"{kept[0]['kept']}:notes/same.md").stdout
+
+
+def test_two_workers_in_two_clones_share_one_postgresql_board(tmp_path: Path) -> None:
+    from tests.postgres import NoPostgres, fresh_database, start_cluster
+
+    try:
+        cluster = start_cluster()
+        base = cluster.__enter__()
+    except NoPostgres as error:
+        pytest.skip(str(error))
+    try:
+        url = fresh_database(base)
+        texts = [(f"Write notes/n{n}.md", ()) for n in range(1, 7)]
+        with open_store(url) as store, store.change() as change:
+            for text, _ in texts:
+                change.add(text, agent="person")
+        origin = _repository(tmp_path / "origin")
+        for name in ("one", "two"):  # the person's own git (the harness's refuses file://)
+            subprocess.run(["git", "clone", "-q", str(origin), name], cwd=tmp_path, check=True)
+        workers = [
+            Running(
+                ["work", url, "--agent", name, "--workdir", str(tmp_path / name), "--scripted"],
+                tmp_path,
+            )
+            for name in ("one", "two")
+        ]
+        assert [worker.finish() for worker in workers] == [0, 0], [w.text for w in workers]
+        with open_store(url) as store:
+            entries = list(store.log())
+            items = store.items()
+    finally:
+        cluster.__exit__(None, None, None)
+    assert all(str(item.status) == "completed" for item in items)
+    completions = [e for e in entries if e.trigger == "complete"]
+    assert sorted(e.item for e in completions) == [str(n) for n in range(1, 7)]
+    # Each clone holds, as its own commits, exactly the items its worker completed.
+    for name in ("one", "two"):
+        done = {e.item for e in completions if e.agent == name}
+        subjects = run_git(tmp_path / name, "log", "--format=%s", "HEAD").stdout.splitlines()
+        committed = {m[1] for s in subjects if (m := re.match(r"#(\d+): ", s))}
+        assert committed == done
+        for item in done:
+            path = note_path(texts[int(item) - 1][0], item)
+            assert (tmp_path / name / path).is_file()
