@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,27 @@ def _is_controller(config: pytest.Config) -> bool:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if _is_controller(session.config):
         shutil.rmtree(_folder(session.config), ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[str]:
+    """The base URL of this session's one throwaway PostgreSQL cluster (``tests/postgres.py``).
+
+    Started on first use; a test that uses it is ``e2e`` and in the ``pg`` xdist group, so under
+    ``--dist loadgroup`` one worker starts one cluster for every such test. Where no cluster can
+    start, each of them skips, saying why.
+    """
+    from tests.postgres import NoPostgres, start_cluster
+
+    cluster = start_cluster()
+    try:
+        url = cluster.__enter__()
+    except NoPostgres as why:
+        pytest.skip(str(why))
+    try:
+        yield url
+    finally:
+        cluster.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")

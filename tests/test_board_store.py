@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,19 +31,10 @@ from orchestrator.board.store import (
 from orchestrator.board.stores import BoardUrlError, open_store, parse_url, sqlite_url
 from orchestrator.plan import Status
 from tests.budget import deep, examples
-from tests.postgres import NoPostgres, fresh_database, start_cluster
+from tests.postgres import fresh_database
 from tests.test_board_cli import board
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="session")
-def postgres_cluster() -> Iterator[str | None]:
-    try:
-        with start_cluster() as url:
-            yield url
-    except NoPostgres as why:
-        yield f"skip:{why}"
 
 
 # Every PostgreSQL test is in the e2e layer and goes to one xdist worker (`--dist loadgroup`), so
@@ -55,10 +46,8 @@ _POSTGRESQL = pytest.param("postgresql", marks=[pytest.mark.e2e, pytest.mark.xdi
 def board_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'board.db'}"
-    cluster = request.getfixturevalue("postgres_cluster")
-    if cluster.startswith("skip:"):
-        pytest.skip(cluster.removeprefix("skip:"))
-    return fresh_database(cluster)
+    # The session's one cluster (tests/conftest.py), a fresh database in it for each test.
+    return fresh_database(request.getfixturevalue("postgres_cluster"))
 
 
 class Clock:

@@ -19,6 +19,9 @@ from orchestrator.team import integration
 from orchestrator.team.scripted import ScriptedItem, note_path
 from tests.test_team import Running, _cli
 
+# Worker processes on real boards (one on PostgreSQL): the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
+
 ITEMS = (
     ("Write notes/a.md about a", ()),
     ("Write notes/b.md about b", ()),
@@ -192,36 +195,31 @@ def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
     assert "theirs" not in run_git(repo, "show", f"{kept[0]['kept']}:notes/same.md").stdout
 
 
-def test_two_workers_in_two_clones_share_one_postgresql_board(tmp_path: Path) -> None:
-    from tests.postgres import NoPostgres, fresh_database, start_cluster
+@pytest.mark.xdist_group("pg")  # the session's one cluster (tests/conftest.py)
+def test_two_workers_in_two_clones_share_one_postgresql_board(
+    tmp_path: Path, postgres_cluster: str
+) -> None:
+    from tests.postgres import fresh_database
 
-    try:
-        cluster = start_cluster()
-        base = cluster.__enter__()
-    except NoPostgres as error:
-        pytest.skip(str(error))
-    try:
-        url = fresh_database(base)
-        texts = [(f"Write notes/n{n}.md", ()) for n in range(1, 7)]
-        with open_store(url) as store, store.change() as change:
-            for text, _ in texts:
-                change.add(text, agent="person")
-        origin = _repository(tmp_path / "origin")
-        for name in ("one", "two"):  # the person's own git (the harness's refuses file://)
-            subprocess.run(["git", "clone", "-q", str(origin), name], cwd=tmp_path, check=True)
-        workers = [
-            Running(
-                ["work", url, "--agent", name, "--workdir", str(tmp_path / name), "--scripted"],
-                tmp_path,
-            )
-            for name in ("one", "two")
-        ]
-        assert [worker.finish() for worker in workers] == [0, 0], [w.text for w in workers]
-        with open_store(url) as store:
-            entries = list(store.log())
-            items = store.items()
-    finally:
-        cluster.__exit__(None, None, None)
+    url = fresh_database(postgres_cluster)
+    texts = [(f"Write notes/n{n}.md", ()) for n in range(1, 7)]
+    with open_store(url) as store, store.change() as change:
+        for text, _ in texts:
+            change.add(text, agent="person")
+    origin = _repository(tmp_path / "origin")
+    for name in ("one", "two"):  # the person's own git (the harness's refuses file://)
+        subprocess.run(["git", "clone", "-q", str(origin), name], cwd=tmp_path, check=True)
+    workers = [
+        Running(
+            ["work", url, "--agent", name, "--workdir", str(tmp_path / name), "--scripted"],
+            tmp_path,
+        )
+        for name in ("one", "two")
+    ]
+    assert [worker.finish() for worker in workers] == [0, 0], [w.text for w in workers]
+    with open_store(url) as store:
+        entries = list(store.log())
+        items = store.items()
     assert all(str(item.status) == "completed" for item in items)
     completions = [e for e in entries if e.trigger == "complete"]
     assert sorted(e.item for e in completions) == [str(n) for n in range(1, 7)]
