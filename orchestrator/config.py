@@ -228,7 +228,7 @@ def _pattern_problem(patterns: Sequence[str]) -> str | None:
         if pattern.startswith("!"):
             return f"protect: {pattern!r}: a negated pattern cannot unprotect a file; remove it"
         try:
-            pathspec.PathSpec.from_lines("gitwildmatch", [pattern])
+            pathspec.GitIgnoreSpec.from_lines([pattern])
         except (ValueError, TypeError) as error:
             return f"protect: {pattern!r} is not a gitignore-style pattern: {error}"
     return None

@@ -89,6 +89,7 @@ def git_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
         LC_ALL="C",
         LANG="C",
         GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_SYSTEM=os.devnull,
         GIT_CONFIG_GLOBAL=os.devnull,
         GIT_ATTR_NOSYSTEM="1",
         GIT_TERMINAL_PROMPT="0",
@@ -126,20 +127,29 @@ def run_git(
     where = (
         [] if place is None else [f"--git-dir={place.git_dir}", f"--work-tree={place.work_tree}"]
     )
-    # The fixed settings come last: of two ``-c`` for one key, git takes the later.
-    # They go in git's environment (GIT_CONFIG_KEY_n, _VALUE_n), which outranks every config
-    # file and, unlike ``-c key=value``, cannot be misread when a model's key holds an ``=``.
-    overrides = [*(_harmless(key) for key in _program_keys(cwd, where, environment)), *_FIXED]
-    environment["GIT_CONFIG_COUNT"] = str(len(overrides))
-    for index, (key, value) in enumerate(overrides):
-        environment[f"GIT_CONFIG_KEY_{index}"] = key
-        environment[f"GIT_CONFIG_VALUE_{index}"] = value
+    environment = with_settings(environment, _program_keys(cwd, where, environment))
     command = ["git", *where, *args]
     done = _run(command, cwd, environment)
     if check and done.returncode != 0:
         said = " ".join(done.stderr.split())[-300:] or f"exit status {done.returncode}"
         raise GitError(f"git {' '.join(args)} failed in {cwd}: {said}")
     return done
+
+
+def with_settings(environment: Mapping[str, str], programs: Sequence[str] = ()) -> dict[str, str]:
+    """``environment`` with the harness's fixed git settings, and ``programs`` made harmless.
+
+    The settings go in git's environment (``GIT_CONFIG_KEY_n``, ``_VALUE_n``), which outranks
+    every config file and, unlike ``-c key=value``, cannot be misread when a model's key holds
+    an ``=``. The fixed settings come last: of two values for one key, git takes the later.
+    """
+    overrides = [*(_harmless(key) for key in programs), *_FIXED]
+    configured = dict(environment)
+    configured["GIT_CONFIG_COUNT"] = str(len(overrides))
+    for index, (key, value) in enumerate(overrides):
+        configured[f"GIT_CONFIG_KEY_{index}"] = key
+        configured[f"GIT_CONFIG_VALUE_{index}"] = value
+    return configured
 
 
 def _program_keys(cwd: Path, where: Sequence[str], env: Mapping[str, str]) -> list[str]:

@@ -12,49 +12,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 
-#: Options before the subcommand: nothing a config file says may run a program.
-SAFE_OPTIONS: tuple[str, ...] = (
-    "-c",
-    "core.hooksPath=/dev/null",
-    "-c",
-    "core.fsmonitor=",
-    "-c",
-    "core.untrackedCache=false",
-    "-c",
-    "protocol.file.allow=never",
-    "-c",
-    "submodule.recurse=false",
-    "-c",
-    "diff.external=",
-    "-c",
-    "core.pager=cat",
-    "--no-pager",
-    "--no-replace-objects",
-)
+#: Options before the subcommand; the settings that keep config from running anything are
+#: :func:`orchestrator.harness_git.with_settings`, in git's environment.
+SAFE_OPTIONS: tuple[str, ...] = ("--no-pager", "--no-replace-objects")
 _TIMEOUT = 60.0
-#: Variables dropped from git's environment: ones that point git somewhere else entirely.
-_DROPPED = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_CONFIG",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_CONFIG_COUNT",
-    "GIT_EXTERNAL_DIFF",
-    "GIT_PAGER",
-    "GIT_EDITOR",
-    "GIT_SSH",
-    "GIT_SSH_COMMAND",
-    "GIT_ASKPASS",
-)
 
 
 class GitFailed(Exception):
@@ -68,30 +34,6 @@ class GitOutput:
     stderr: str
 
 
-def isolated_environment(source: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The harness's environment for git: no global or system config, no prompts, no pager.
-
-    The one the team's git runs with too (:func:`orchestrator.harness_git.git_environment`,
-    an allow-list: no key or token reaches git), plus this module's own settings.
-    """
-    from orchestrator.harness_git import git_environment
-
-    source = os.environ if source is None else source
-    env = git_environment({n: v for n, v in source.items() if n not in _DROPPED})
-    env.update(
-        GIT_CONFIG_GLOBAL="/dev/null",
-        GIT_CONFIG_SYSTEM="/dev/null",
-        GIT_CONFIG_NOSYSTEM="1",
-        GIT_TERMINAL_PROMPT="0",
-        GIT_OPTIONAL_LOCKS="0",
-        GIT_ATTR_NOSYSTEM="1",
-        GIT_NO_REPLACE_OBJECTS="1",
-        GIT_PAGER="cat",
-        LC_ALL="C",
-    )
-    return env
-
-
 def run_git(
     args: Sequence[str],
     *,
@@ -101,8 +43,16 @@ def run_git(
     stdin: bytes | None = None,
     check: bool = False,
 ) -> GitOutput:
-    """Run ``git SAFE_OPTIONS ARGS``; :class:`GitFailed` when ``check`` and it fails."""
-    env = isolated_environment()
+    """Run ``git SAFE_OPTIONS ARGS``; :class:`GitFailed` when ``check`` and it fails.
+
+    The environment is the team's (:func:`orchestrator.harness_git.git_environment`: an
+    allow-list, so no key or token reaches git; no system or global config) with its fixed
+    settings: hooks point at nowhere, no fsmonitor, no submodule recursion, no ``file://``.
+    Only plumbing that runs nothing from the repository's config is used here.
+    """
+    from orchestrator.harness_git import git_environment, with_settings
+
+    env = with_settings(git_environment())
     if git_dir is not None:
         env["GIT_DIR"] = str(git_dir)
     if index is not None:

@@ -308,7 +308,7 @@ def _spec(patterns: tuple[str, ...]) -> PathSpec[Any]:
     if spec is None:
         import pathspec
 
-        spec = pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+        spec = pathspec.GitIgnoreSpec.from_lines(patterns)
         _SPECS[patterns] = spec
     return spec
 
