@@ -136,6 +136,7 @@ SMOKE = attrs.evolve(
     replay_long_rounds=100,
     cache_rounds=10,
     long_rounds=40,
+    team_items=2,
 )
 
 

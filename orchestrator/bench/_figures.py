@@ -79,6 +79,8 @@ class Sizes:
     replay_repeats: int = 3
     cache_rounds: int = 30
     long_rounds: int = 500
+    #: Items each bench team does (at 1, 2 and 4 workers, and 4 with one killed).
+    team_items: int = 24
     quick: bool = False
 
 
@@ -100,6 +102,7 @@ QUICK = Sizes(
     replay_long_rounds=1600,
     replay_repeats=1,
     long_rounds=60,
+    team_items=6,
     quick=True,
 )
 

@@ -117,7 +117,7 @@ def _kill_after_claim(out: _Out, worker: str) -> None:
 
 
 def measure_team(sizes: Sizes, workdir: Path) -> Found:
-    items = 6 if sizes.quick else 24
+    items = sizes.team_items
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="team-bench-", dir=workdir) as scratch:
         folder = Path(scratch)
