@@ -380,8 +380,8 @@ def test_ctrl_c_stops_cleanly_with_exit_130(workdir: Path, sleeping_server: Mess
     assert closing[0].startswith("interrupted · 1 rounds · tokens ")
     assert closing[1:] == [
         f"trace: {trace}",
-        f'resume: {sys.executable} -m orchestrator resume {trace} "next instruction"',
-        f"picture: {sys.executable} -m orchestrator show {trace} --html",
+        f'resume: {sys.executable} -P -m orchestrator resume {trace} "next instruction"',
+        f"picture: {sys.executable} -P -m orchestrator show {trace} --html",
     ]
     assert "orchestrator: run interrupted" in err
     assert "Traceback" not in err

@@ -479,7 +479,7 @@ def test_the_demo_prints_commands_a_person_can_paste(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(shutil, "which", lambda _name: ".venv/bin/orchestrator")
     assert _how_i_was_called() == "orchestrator"
     monkeypatch.setattr(sys, "argv", ["/x/orchestrator/__main__.py", "demo"])
-    assert _how_i_was_called().endswith(" -m orchestrator")
+    assert _how_i_was_called().endswith(" -P -m orchestrator")
 
 
 # --- input, help, output formats -------------------------------------------------------------

@@ -548,7 +548,7 @@ def test_demo_in_a_pipe_is_labelled_plain_and_says_where_things_are(tmp_path: Pa
     names = sorted(path.name for path in workdir.iterdir() if path.name != "__pycache__")
     assert names == ["hello.py", "test_hello.py"]
     # Run as `python -m orchestrator`, the demo says so, so the commands paste as they are.
-    me = f"{shlex.quote(sys.executable)} -m orchestrator"
+    me = f"{shlex.quote(sys.executable)} -P -m orchestrator"
     assert tail[2] == f"replay it:  {me} replay {shlex.quote(str(trace))}"
     assert tail[3] == f"diagram it: {me} diagram --trace {shlex.quote(str(trace))}"
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]

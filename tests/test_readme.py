@@ -109,7 +109,7 @@ def _demo_sample_in(scratch: Path) -> str:
         env={**env, "NO_COLOR": "1"},
     )
     text = _as_on_a_bwrap_host(done.stdout).replace(str(workdir), SAMPLE_WORKDIR)
-    text = text.replace(f"{shlex.quote(sys.executable)} -m orchestrator", "orchestrator")
+    text = text.replace(f"{shlex.quote(sys.executable)} -P -m orchestrator", "orchestrator")
     lines = text.rstrip("\n").splitlines()
     return "\n".join([*lines[:SAMPLE_HEAD], "…", *lines[-SAMPLE_TAIL:]]) + "\n"
 

@@ -444,3 +444,24 @@ def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
     branch = re.search(r"branch (team/\w+/worker-1)", done.stdout)
     assert branch is not None
     assert "160000 commit" in run_git(repo, "ls-tree", branch[1], "vendor").stdout
+
+
+def test_a_planted_orchestrator_py_never_runs_in_a_worker(tmp_path: Path) -> None:
+    # A model's ``orchestrator.py`` in the work directory, run from there as a person would:
+    # the worker processes the team starts import the real package, never that file.
+    marker = tmp_path / "planted-ran"
+    planted = f"open({str(marker)!r}, 'w').write('ran')\n"
+    work = _repository(tmp_path / "repo", {"README.md": "# r\n", "orchestrator.py": planted})
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "orchestrator", "team", "--scripted", "--workers", "1"],
+        env=_environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state")),
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not marker.exists()
+    assert "(board check: ok)" in done.stdout

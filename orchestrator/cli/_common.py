@@ -202,7 +202,8 @@ def how_i_was_called() -> str:
     """The command a person can paste to run orchestrator again (``make demo`` puts it in .venv)."""
     program = Path(sys.argv[0])
     if program.name == "__main__.py":
-        return f"{shlex.quote(sys.executable)} -m orchestrator"
+        # -P: pasted in a work directory, a model's ``orchestrator.py`` there must not run.
+        return f"{shlex.quote(sys.executable)} -P -m orchestrator"
     found = shutil.which("orchestrator")
     if found is not None and Path(found).resolve() == program.resolve():
         return "orchestrator"

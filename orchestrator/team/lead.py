@@ -461,6 +461,9 @@ class _Run:
         agent = team.agent(short)
         command = [
             sys.executable,
+            # -P: the work directory (a model's files) never comes first on the worker's
+            # sys.path, so an ``orchestrator.py`` planted there is not what runs.
+            "-P",
             "-m",
             "orchestrator",
             "work",
@@ -481,6 +484,7 @@ class _Run:
         ]
         process = subprocess.Popen(
             command,
+            cwd=team.folder,  # the team's own folder: nothing of the model's is looked up there
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
