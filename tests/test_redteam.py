@@ -130,7 +130,7 @@ def scene(tmp_path: Path) -> Iterator[tuple[Scene, _Listener, _Listener, _Listen
     work = tmp_path / "work"
     outside = tmp_path / "outside"
     home = tmp_path / "home"
-    for folder in (work, outside, home / ".ssh", home / ".aws"):
+    for folder in (work, outside, home / ".ssh", home / ".aws", tmp_path / "tmp"):
         folder.mkdir(parents=True)
     (outside / "secret.txt").write_text(OUTSIDE_SECRET, encoding="utf-8")
     (home / ".ssh" / "id_rsa").write_text(SSH_KEY, encoding="utf-8")
@@ -188,6 +188,8 @@ def _environment(scene: Scene, **extra: str) -> dict[str, str]:
         DATABASE_URL=DATABASE_URL,
         ORCHESTRATOR_CONFIG_DIR=str(scene.root / "config"),
         ORCHESTRATOR_STATE_DIR=str(scene.root / "state"),
+        # The harness's own temporary folders (overlays, git dirs moved out) stay in the test's.
+        TMPDIR=str(scene.root / "tmp"),
         **extra,
     )
     return env
