@@ -107,7 +107,8 @@ def test_a_check_run_before_the_last_start_does_not_count(url: str) -> None:
         url,
         "UPDATE board_items SET status = 'completed' WHERE id = '5'",
         "INSERT INTO board_log (seq, ts, agent, item, src, dst, trigger) SELECT MAX(seq) + 1, "
-        "'t', 'erin', '5', 'in_progress', 'completed', 'complete' FROM board_log",
+        "'2025-01-01T10:00:00+00:00', 'erin', '5', 'in_progress', 'completed', 'complete' "
+        "FROM board_log",
     )
     assert "#5 completed without a passing run" in _failed(url)
 

@@ -612,6 +612,7 @@ def test_a_store_made_before_schema_2_opens_upgraded_and_reads_as_it_did(
 
 def _schema_one_store(path: Path) -> None:
     """A board as the previous version made it: its tables, counters and log lines."""
+    ts = "2025-01-01T10:00:00.000000+00:00"  # the log's time, as the store writes one
     statements = (
         "CREATE TABLE board_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
         "CREATE TABLE board_items (id TEXT PRIMARY KEY, position BIGINT NOT NULL, text TEXT "
@@ -627,11 +628,11 @@ def _schema_one_store(path: Path) -> None:
         "('2', 2, 'Test it', 'in_progress', 'bob', 9e15, '[\"1\"]')",
         "INSERT INTO board_checks VALUES ('2', 'make test')",
         "INSERT INTO board_log VALUES "
-        "(1, 't', NULL, '1', NULL, 'pending', 'add', 'Write it', '[]'), "
-        "(2, 't', NULL, '2', NULL, 'pending', 'add', 'Test it', '[\"1\"]'), "
-        "(3, 't', 'alice', '1', 'pending', 'in_progress', 'start', NULL, NULL), "
-        "(4, 't', 'alice', '1', 'in_progress', 'completed', 'complete', NULL, NULL), "
-        "(5, 't', 'bob', '2', 'pending', 'in_progress', 'start', NULL, NULL)",
+        f"(1, '{ts}', NULL, '1', NULL, 'pending', 'add', 'Write it', '[]'), "
+        f"(2, '{ts}', NULL, '2', NULL, 'pending', 'add', 'Test it', '[\"1\"]'), "
+        f"(3, '{ts}', 'alice', '1', 'pending', 'in_progress', 'start', NULL, NULL), "
+        f"(4, '{ts}', 'alice', '1', 'in_progress', 'completed', 'complete', NULL, NULL), "
+        f"(5, '{ts}', 'bob', '2', 'pending', 'in_progress', 'start', NULL, NULL)",
     )
     with sqlite3.connect(path) as connection:
         connection.execute("PRAGMA journal_mode=WAL")
