@@ -822,9 +822,11 @@ def _id_problem(item_id: object) -> str | None:
 
 
 def _existing(tx: _Transaction, item_id: str) -> BoardItem:
+    """The item a verb acts on, read whole: its row, and that what it waits on is there."""
     row = tx.item(item_id)
     if row is None:
         raise BoardError(f"no item #{_label(item_id)} on this board", item_id)
+    _unfinished(tx, row)
     return row
 
 
@@ -1231,8 +1233,17 @@ def _checks(tx: _Transaction) -> dict[str, tuple[str, str | None]]:
 
 
 def _all_items(tx: _Transaction) -> tuple[BoardItem, ...]:
+    """Every item in board order; one that waits on an id the board does not hold is named."""
     rows = tx.query(f"SELECT {_ITEM_COLUMNS} FROM {{items}} ORDER BY position")
-    return tuple(_item(row) for row in rows)
+    items = tuple(_item(row) for row in rows)
+    ids = {item.id for item in items}
+    for item in items:
+        missing = next((b for b in item.blocked_by if b not in ids), None)
+        if missing is not None:
+            raise _malformed(
+                f"item #{item.id}", f"it waits on #{_label(missing)}, which is not on the board"
+            )
+    return items
 
 
 def _all_entries(tx: _Transaction) -> tuple[LogEntry, ...]:
