@@ -684,12 +684,13 @@ def test_a_lease_that_is_no_time_is_named_by_every_change(board_url: str, lease:
     _by_hand(board_url, f"UPDATE board_items SET lease_until = {lease} WHERE id = '1'")
     with open_store(board_url) as store:
         before = [entry.seq for entry in store.log()]
-        for change in (
+        changes: list[Callable[[], object]] = [
             lambda: store.claim("bob"),
             lambda: store.add("More"),
             lambda: store.complete("2", agent="bob"),
             store.items,
-        ):
+        ]
+        for change in changes:
             with pytest.raises(StoreError, match=r"item #1: .*malformed \(its lease is "):
                 change()
         assert [entry.seq for entry in store.log()] == before
@@ -736,11 +737,36 @@ def test_the_store_caps_leases_and_text_for_every_caller(board_url: str) -> None
             with pytest.raises(BoardError, match=r"at most 86400 \(24 h\)"):
                 store.renew("alice", lease=lease)
         assert store.claim("alice", lease=86_400).lease_until is not None
-        for attempt in (
+        attempts: list[Callable[[], object]] = [
             lambda: store.add("x" * 2001),
             lambda: store.add("x", check="y" * 2001),
             lambda: store.edit("1", agent="person:ann", text="x" * 2001),
-        ):
+        ]
+        for attempt in attempts:
             with pytest.raises(BoardError, match="characters long; at most 2,000"):
                 attempt()
         assert store.add("x" * 2000).text == "x" * 2000
+
+
+def test_a_longer_text_an_older_store_took_is_read_and_kept_until_changed(
+    board_url: str,
+) -> None:
+    with open_store(board_url) as store:
+        store.add("Write the API", check="make api")
+        store.add("Write the UI")
+    long = "x" * 3000
+    _by_hand(
+        board_url,
+        f"UPDATE board_items SET text = '{long}' WHERE id = '1'",
+        f"UPDATE board_log SET text = '{long}' WHERE seq = 1",
+        f"UPDATE board_checks SET command = '{long}' WHERE item = '1'",
+        f"UPDATE board_log SET check_command = '{long}' WHERE seq = 1",
+    )
+    with open_store(board_url) as store:
+        assert store.items()[0].text == long
+        edited = store.edit("1", agent="person:ann", blocked_by=["2"])
+        assert (edited.text, edited.blocked_by) == (long, ("2",))
+        with pytest.raises(BoardError, match="at most 2,000"):
+            store.edit("1", agent="person:ann", text=long + "y")
+        contents = store.contents()
+    assert check_log(contents.log, contents.items, checks=contents.checks) is None

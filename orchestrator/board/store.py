@@ -652,7 +652,8 @@ class BoardChange:
         if row.status in _FINAL:
             raise BoardError(f"item #{item_id} is {row.status}; a finished item is not edited")
         new_text = row.text if text is None else text.strip()
-        _refuse(text_problem(new_text), item_id)
+        if text is not None:  # what an older store took (a longer text) stays until changed
+            _refuse(text_problem(new_text), item_id)
         new_blockers = row.blocked_by if blocked_by is None else tuple(dict.fromkeys(blocked_by))
         if new_blockers != row.blocked_by:
             if row.status != Status.PENDING:
@@ -664,7 +665,7 @@ class BoardChange:
         held = _check_of(tx, item_id)
         old_check = held[0] if held else ""
         new_check = old_check if check is None else check.strip()
-        if new_check:
+        if check is not None and new_check:
             _refuse(text_problem(new_check, "check command"), item_id)
         if (new_text, new_blockers, new_check) == (row.text, row.blocked_by, old_check):
             return row
