@@ -686,10 +686,18 @@ def test_a_user_s_server_never_runs_what_the_model_planted_in_the_work_directory
     assert started["mytool"] == "started"
     if "tool" in servers:
         assert started["tool"] == "failed"  # not found where it starts, and not fetched
-    # The control: a config that does say "start in the work directory" gets what is there,
-    # so the planted files above were ones a server would have run.
+    # A config that does say "start in the work directory" is refused: what it would run from
+    # there cannot be pinned. The planted mytool.py is not even on its path (PYTHONSAFEPATH).
     _user_servers(tmp_path, _user_tools(tmp_path, cwd=str(here)))
-    _main(capsys, "mcp", "list", "--workdir", str(here))
-    assert markers["python"].exists()
+    code, out, _err = _main(capsys, "mcp", "list", "--workdir", str(here))
+    assert code == 1 and "may load mytool.py from the work directory" in out
+    assert "tool" not in servers or "npx would run node_modules/.bin/orchestrator-planted-tool" in out
+    assert [marker for marker in markers.values() if marker.exists()] == []
+    # The control: judged against another work directory, the same config starts them, and npx
+    # runs the planted tool: it was one a server would have run.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _main(capsys, "mcp", "list", "--workdir", str(elsewhere))
     assert markers["npx"].exists() or "tool" not in servers
+    assert not markers["python"].exists()
     assert _survivors(tmp_path) == []

@@ -300,14 +300,21 @@ def test_trust_show_lists_every_command_and_digest_and_records_nothing(
     assert "starts MCP server docs: npx -y docs-mcp" in shown
     assert "starts PreToolUse hook [Bash]: python3 .claude/hooks/guard.py" in shown
     assert "starts Stop hook: touch stop-ran  (OUTSIDE the sandbox, with your rights)" in shown
-    assert f"hook script .claude/hooks/guard.py  sha256 {guard_digest}" in shown
+    hook = "PreToolUse hook `python3 .claude/hooks/guard.py`"
+    assert f"pins .claude/hooks/guard.py  sha256 {guard_digest}  ({hook})" in shown
+    # npx would run a copy the model put in node_modules: it must stay absent.
+    assert "pins node_modules/.bin/docs-mcp  must stay absent  (MCP server docs)" in shown
     assert not trust_file({"ORCHESTRATOR_CONFIG_DIR": str(config_dir)}).exists()
     code, said = _invoke("trust", "--workdir", str(clone), config_dir=config_dir)
     assert code == 0 and "recorded:" in said
     store = TrustStore(trust_file({"ORCHESTRATOR_CONFIG_DIR": str(config_dir)}))
     record = store.record(clone)
     assert store.trusts(clone) and record is not None
-    assert dict(record.files) == {".claude/hooks/guard.py": guard_digest}
+    assert dict(record.files) == {
+        ".claude/hooks/guard.py": guard_digest,
+        "node_modules/docs-mcp": "absent",
+        "node_modules/.bin/docs-mcp": "absent",
+    }
 
 
 def test_a_folder_trusted_without_a_terminal_runs_its_hooks_without_asking(
