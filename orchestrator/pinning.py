@@ -160,6 +160,15 @@ def pin_problem(
     return None
 
 
+def shown(now: str) -> str:
+    """A pinned path's state as a person reads it."""
+    if now == ABSENT:
+        return "must stay absent"
+    if now == FOLDER:
+        return "a folder (what is in it is not pinned)"
+    return f"sha256 {now}" if re.fullmatch(r"[0-9a-f]{64}", now) else now
+
+
 def _change(before: str, after: str) -> str:
     if after == ABSENT:
         return "was removed"
@@ -520,10 +529,9 @@ class _Reader:
                     self.outside.append(path)
                 continue
             self.names_inside = True
+            self.pinned.append(path)  # a file, absent (it must stay so), or a folder (as one)
             if os.path.isdir(path):
                 self.unpinnable.append(f"{what} loads code from the folder {self.relative(path)}/")
-            else:
-                self.pinned.append(path)  # a file, or absent: either way it must stay so
 
     # --- the environment ---------------------------------------------------------------------
 
@@ -545,13 +553,12 @@ class _Reader:
         for path in self.candidates(entry, shell=False):
             if self.inside(path):
                 self.names_inside = True
+                self.pinned.append(path)  # absent, it must stay so
                 if os.path.lexists(path):
                     self.unpinnable.append(
                         f"{what} looks for modules in {self.relative(path) or '.'}/ in the work "
                         "directory"
                     )
-                else:
-                    self.pinned.append(path)  # absent: it must stay so
 
     # --- the shell ---------------------------------------------------------------------------
 
@@ -814,10 +821,10 @@ class _Reader:
             if not os.path.lexists(path):
                 continue  # no file yet: one that appears is seen then
             self.names_inside = True
+            self.pinned.append(path)
             if os.path.isdir(path):
                 self.unpinnable.append(f"it runs the folder {self.relative(path)}/")
                 continue
-            self.pinned.append(path)
             if table is not None and table.kind == "node":
                 self.node_modules_from(path.parent)
 
@@ -853,8 +860,7 @@ class _Reader:
                 if not os.path.lexists(path):
                     continue
                 self.names_inside = True
-                if path.is_file():
-                    self.pinned.append(path)
+                self.pinned.append(path)
                 self.unpinnable.append(
                     f"`python -m {module}` may load {self.relative(path)} from the work directory"
                 )
@@ -873,10 +879,10 @@ class _Reader:
                         break
                     continue
                 self.names_inside = True
+                self.pinned.append(candidate)
                 if candidate.is_dir():
                     self.unpinnable.append(f"node loads the folder {self.relative(candidate)}/")
                     break
-                self.pinned.append(candidate)
                 if candidate.is_file():
                     break
 
@@ -886,13 +892,12 @@ class _Reader:
             if not current.is_relative_to(self.workdir):
                 break
             modules = current / "node_modules"
+            self.pinned.append(modules)  # absent: a planted one would be loaded
             if os.path.lexists(modules):
                 self.names_inside = True
                 self.unpinnable.append(
                     f"node would load modules from {self.relative(modules)}/ in the work directory"
                 )
-            else:
-                self.pinned.append(modules)  # absent: a planted one would be loaded
 
     def npx_package(self, spec: str) -> None:
         """``npx PKG``: a copy in the work directory's ``node_modules`` would run first."""
@@ -909,13 +914,12 @@ class _Reader:
                 current / "node_modules" / package,
                 current / "node_modules" / ".bin" / binary,
             ):
+                self.pinned.append(path)  # absent: a planted one would run
                 if os.path.lexists(path):
                     self.names_inside = True
                     self.unpinnable.append(
                         f"npx would run {self.relative(path)} from the work directory"
                     )
-                else:
-                    self.pinned.append(path)
 
 
 def _unfollowed_shell(command: str) -> str:

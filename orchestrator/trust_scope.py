@@ -20,7 +20,7 @@ import attrs
 from orchestrator.config import CONFIG_FILE, UntrustedConfig, load_config, user_config_path
 from orchestrator.hooks import Hook, load_hooks
 from orchestrator.inert import inert
-from orchestrator.pinning import ABSENT, merged, pin_problem, state
+from orchestrator.pinning import ABSENT, merged, pin_problem, shown, state
 from orchestrator.tools.mcp_config import MCP_JSON, McpServerConfig, load_servers, server_reading
 from orchestrator.trust import TrustStore
 
@@ -42,10 +42,9 @@ class Pinned:
         """What ``trust --show`` says of it (inert); ``trusted``: the record's files, if any."""
         lines = []
         for name, now in self.pins.items():
-            shown = "must stay absent" if now == ABSENT else f"sha256 {now}"
             recorded = None if trusted is None else trusted.get(name)
             note = "" if recorded in (None, now) else "  (changed since it was trusted)"
-            lines.append(f"pins {name}  {shown}{note}  ({self.what})")
+            lines.append(f"pins {name}  {shown(now)}{note}  ({self.what})")
         if self.refusal:
             lines.append(f"does not run the {self.what}: {self.refusal}")
         return [inert(line.replace("\n", "\\n")) for line in lines]

@@ -61,7 +61,7 @@ def hooks(workdir: Path, as_json: bool) -> int:
 
 
 def _line(row: dict[str, Any]) -> str:
-    from orchestrator.pinning import ABSENT
+    from orchestrator.pinning import shown
 
     matcher = f" [{row['matcher']}]" if row["matcher"] else ""
     where = "outside the sandbox" if row["outside"] else "in the sandbox"
@@ -72,5 +72,5 @@ def _line(row: dict[str, Any]) -> str:
         f"    {row['origin']} · {trusted} · {where} · {runs}",
     ]
     for name, state in row["scripts"].items():
-        lines.append(f"    pins {name}  {'must stay absent' if state == ABSENT else state}")
+        lines.append(f"    pins {name}  {shown(state)}")
     return "\n".join(lines)
