@@ -47,6 +47,9 @@ _VARIABLE = re.compile(r"\$(?:\{(HOME|CLAUDE_PROJECT_DIR)\}|(HOME|CLAUDE_PROJECT
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.DOTALL)
 #: Characters that leave a word to the shell: a variable, a pattern, a substitution.
 _EXPANDED = re.compile(r"[$*?`\[]")
+#: What a command substitution is read as once its command is read apart: a variable no
+#: environment sets, so the word it is in is one only the shell can expand.
+SUBSTITUTED = "${__substituted__}"
 
 
 def state(path: Path) -> str:
@@ -465,11 +468,12 @@ class _Reader:
     def relative(self, path: Path) -> str:
         return os.path.relpath(path, self.workdir)
 
-    def candidates(self, word: str, *, shell: bool) -> list[Path]:
+    def candidates(self, word: str, *, shell: bool, strict: bool = True) -> list[Path]:
         """Where ``word`` may point (one path per folder it may be taken from); [] for none.
 
-        A word the shell expands (a variable other than those put in, a pattern) points
-        nowhere known: when it may point into the work directory, that is said.
+        A word the shell expands (a variable other than those put in, a pattern, what a
+        substitution prints) points nowhere known: when it may point into the work directory
+        and it is ``strict`` (it may run), that is said.
         """
         if not word or "\x00" in word:
             return []
@@ -479,8 +483,10 @@ class _Reader:
             if word == "~" or word.startswith("~/"):
                 word = str(self.home) + word[1:]
             if _EXPANDED.search(word):
-                if self.may_be_inside(_EXPANDED.split(word, maxsplit=1)[0], word):
-                    self.unclear.append(f"`{word}` is a word only the shell can expand")
+                literal = _EXPANDED.split(word, maxsplit=1)[0]
+                if strict and self.may_be_inside(literal, word):
+                    shown = word.replace(SUBSTITUTED, "$(…)")
+                    self.unclear.append(f"`{shown}` is a word only the shell can expand")
                     self.names_inside = True
                 return []
         if os.path.isabs(word):
@@ -490,17 +496,18 @@ class _Reader:
     def may_be_inside(self, literal: str, word: str) -> bool:
         """Whether a word the shell expands, starting with ``literal``, may be in the folder.
 
-        One that starts with another variable (``$TOOLS/x``) is the user's to point.
+        One that starts with another variable (``$TOOLS/x``) is the user's to point; what a
+        substitution prints is anyone's guess.
         """
         if not literal:
-            return not word.startswith("$")
+            return not word.startswith("$") or word.startswith(SUBSTITUTED)
         if not literal.startswith("/"):
             return True
         return self.inside(Path(os.path.normpath(literal))) or str(self.workdir).startswith(literal)
 
-    def existing(self, word: str, *, shell: bool) -> list[Path]:
+    def existing(self, word: str, *, shell: bool, strict: bool = True) -> list[Path]:
         found = []
-        for path in self.candidates(word, shell=shell):
+        for path in self.candidates(word, shell=shell, strict=strict):
             if os.path.lexists(path):
                 found.append(path)
                 if self.inside(path):
@@ -508,13 +515,17 @@ class _Reader:
         return found
 
     def data(self, word: str, *, shell: bool, pin: bool) -> None:
-        """A word a program reads: a path outside may be shown; a file inside, pinned."""
+        """A word a program reads: a path outside may be shown; a file inside, pinned.
+
+        Unless ``pin``, the program only reads it (``cat``, a pinned script's arguments): a
+        word only the shell can expand is then no matter.
+        """
         if word.startswith("-"):
             _option, equals, value = word.partition("=")
             if equals and value:
                 self.data(value, shell=shell, pin=pin)
             return
-        for path in self.existing(word, shell=shell):
+        for path in self.existing(word, shell=shell, strict=pin):
             if self.inside(path):
                 if pin and path.is_file():
                     self.pinned.append(path)
@@ -564,10 +575,12 @@ class _Reader:
 
     def shell(self, command: str) -> None:
         """A line ``sh -c`` runs: each simple command in turn."""
-        why = _unfollowed_shell(command)
+        command, substituted, why = _substitutions(command)
         if why:
             self.unclear.append(why)
-            self.names_inside = True  # what a substitution names is known only when it runs
+            self.names_inside = True  # what it holds is known only when it runs
+        for inner in substituted:
+            self.shell(inner)
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         try:
@@ -665,6 +678,9 @@ class _Reader:
 
     def program(self, word: str, *, shell: bool) -> None:
         """Where the program ``word`` is found; one in the work directory is pinned."""
+        if shell and _EXPANDED.search(_VARIABLE.sub("", word)):
+            self.candidates(word, shell=shell)  # says so when it may be in the work directory
+            return
         if "/" in word:
             found = self.existing(word, shell=shell) or self.candidates(word, shell=shell)[:1]
         else:
@@ -922,29 +938,67 @@ class _Reader:
                     )
 
 
-def _unfollowed_shell(command: str) -> str:
-    """Why the line's words cannot be known before it runs (``$(…)``, `` `…` ``, a here-doc)."""
+def _substitutions(command: str) -> tuple[str, list[str], str]:
+    """The line with each ``$(…)``, `` `…` ``, ``<(…)`` put aside, and their commands.
+
+    Third, why the rest cannot be read: "", a here-document, a substitution not closed.
+    """
+    kept: list[str] = []
+    bodies: list[str] = []
     quote = ""
-    escaped = False
-    for index, character in enumerate(command):
-        following = command[index + 1 : index + 2]
-        if escaped:
-            escaped = False
-        elif character == "\\" and quote != "'":
-            escaped = True
-        elif quote == "'":
+    index = 0
+    while index < len(command):
+        character, pair = command[index], command[index : index + 2]
+        if character == "\\" and quote != "'":
+            kept.append(pair)
+            index += 2
+            continue
+        if quote == "'":
             quote = "" if character == "'" else quote
-        elif character == "'" and not quote:
-            quote = "'"
-        elif character == '"':
-            quote = "" if quote == '"' else '"'
-        elif character == "`" or (character == "$" and following == "("):
-            return "it runs a command substitution ($(…) or `…`)"
-        elif not quote and character in "<>" and following == "(":
-            return "it runs a process substitution"
-        elif not quote and command.startswith("<<", index) and not command.startswith("<<<", index):
-            return "it reads a here-document"
-    return ""
+            kept.append(character)
+            index += 1
+            continue
+        if character in "'\"" and quote in ("", character):
+            quote = "" if quote else character
+            kept.append(character)
+            index += 1
+            continue
+        if character == "`" or pair == "$(" or (not quote and pair in ("<(", ">(")):
+            opened = index + (1 if character == "`" else 2)
+            end = command.find("`", opened) if character == "`" else _closing(command, opened)
+            if end < 0:
+                return "".join(kept), bodies, "a substitution is not closed"
+            bodies.append(command[opened:end])
+            kept.append(SUBSTITUTED)
+            index = end + 1
+            continue
+        if not quote and pair == "<<" and command[index + 2 : index + 3] != "<":
+            return "".join(kept) + command[index:], bodies, "it reads a here-document"
+        kept.append(character)
+        index += 1
+    return "".join(kept), bodies, ""
+
+
+def _closing(command: str, start: int) -> int:
+    """Where the ``)`` closing a ``(`` opened just before ``start`` is (-1: nowhere)."""
+    depth, quote, index = 1, "", start
+    while index < len(command):
+        character = command[index]
+        if character == "\\" and quote != "'":
+            index += 2
+            continue
+        if quote:
+            quote = "" if character == quote else quote
+        elif character in "'\"":
+            quote = character
+        elif character == "(":
+            depth += 1
+        elif character == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+        index += 1
+    return -1
 
 
 def _bindable(path: Path, home: Path) -> bool:

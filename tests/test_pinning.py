@@ -65,7 +65,12 @@ def work(tmp_path: Path) -> Path:
         ("PYTHONPATH=lib python3 /x.py", {"lib"}, "$PYTHONPATH looks for modules in lib/"),
         (".venv/bin/python .claude/hooks/fmt.py", None, "from .venv/ in the work directory"),
         # What this reading does not follow refuses an outside hook naming the folder.
-        ("python3 $(git rev-parse --show-toplevel)/x.py", set(), "command substitution"),
+        # A substitution's command is read in turn; what it prints is known only when it runs.
+        ('echo "$(date) ran" >> ~/hook.log', set(), ""),
+        ("x=$(sh .claude/hooks/check.sh)", {".claude/hooks/check.sh"}, ""),
+        ('python3 "$(git rev-parse --show-toplevel)/x.py"', set(), "`$(…)/x.py` is a word only"),
+        ('sh -c "`cat .claude/hooks/rules.txt`"', set(), "`$(…)` is a word only the shell"),
+        ("sh <<EOF\n./x\nEOF", set(), "it reads a here-document"),
         ("sh .claude/hooks/*.sh", set(), "only the shell can expand"),
         ("python3 -Z .claude/hooks/fmt.py", None, "`python3 -Z` is an option not known"),
         ("php .claude/hooks/check.sh", None, "`php` runs what this reading does not follow"),
