@@ -673,7 +673,10 @@ class _Reader:
             if not found and _EXPANDED.search(target[0]):
                 self.unclear.append(f"`cd {target[0]}` goes where this reading cannot follow")
             for path in found:
-                self.names_inside = self.names_inside or self.inside(path)
+                if self.inside(path):
+                    self.names_inside = True
+                elif os.path.isdir(path) and _bindable(path, self.home):
+                    self.outside.append(path)
                 self.cwds.append(path)
 
     def program(self, word: str, *, shell: bool) -> None:
@@ -687,6 +690,8 @@ class _Reader:
             found = self.on_path(word)
         for path in found:
             if not self.inside(path):
+                if "/" in word and os.path.lexists(path) and _bindable(path, self.home):
+                    self.outside.append(path)  # ~/.claude/hooks/check.sh: shown to the sandbox
                 continue
             self.pinned.append(path)  # absent now (a folder $PATH looks in first), it stays so
             if not os.path.lexists(path):

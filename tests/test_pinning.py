@@ -92,6 +92,19 @@ def test_each_form_pins_what_it_runs_or_says_why_it_cannot(
         assert reading.refusal == ""
 
 
+def test_what_a_command_names_outside_the_work_directory_is_what_the_sandbox_shows(
+    work: Path, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    (home / ".claude" / "hooks").mkdir(parents=True)
+    (home / ".claude" / "hooks" / "check.sh").write_text("exit 0\n", encoding="utf-8")
+    (home / "rules").mkdir()
+    command = "~/.claude/hooks/check.sh && cd ~/rules && python3 $HOME/.claude/hooks/check.sh ~"
+    reading = read_shell(command, work, home=home, environ={})
+    assert set(reading.outside) == {home / ".claude" / "hooks" / "check.sh", home / "rules"}
+    assert reading.pins(work) == {} and reading.refusal == ""
+
+
 def test_npx_and_a_server_s_own_script_are_read_without_a_shell(work: Path) -> None:
     environ = {"PATH": "/usr/bin:/bin"}
     server = read_argv(["python3", "srv.py"], work, work, environ=environ)
