@@ -240,6 +240,20 @@ def test_the_check_runs_where_the_models_bash_ran_so_the_code_it_checks_stays_in
     assert not marker.exists()
 
 
+def test_every_bundled_task_passes_its_check_in_the_sandbox_once_its_work_is_done(
+    tmp_path: Path,
+) -> None:
+    # The checks run with PYTHONSAFEPATH=1: each puts its own folder on sys.path, and starts the
+    # model's scripts as the model ran them (catches a check that only passed unconfined).
+    from orchestrator.eval.suite import bundled_suite_path, load_suite
+
+    for task in load_suite(bundled_suite_path()).tasks:
+        choice = ModelChoice("diligent", "scripted")
+        trace = str(tmp_path / f"{task.name}.jsonl")
+        row = execute_run(RunSpec(task, parse_arm("board"), 0, choice, trace))
+        assert (row["success"], row["check_exit"]) == (True, 0), (task.name, row["check_output"])
+
+
 def test_an_api_failure_is_not_judged(tmp_path: Path) -> None:
     with pytest.raises(RunAborted, match="the model failed: API error 401"):
         _run_through_server(tmp_path, "board", [{"fault": "status", "status": 401}])
