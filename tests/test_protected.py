@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -332,8 +333,11 @@ def _dropped(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
 
 
 @pytest.mark.skipif(not _bwrap_works(), reason="bwrap cannot run here")
-def test_landing_reads_the_index_and_packs_with_git_and_fails_closed(repo: Path) -> None:
+def test_landing_reads_the_index_and_packs_with_git_and_fails_closed(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each refusal on its own, with no nested .git for the guard to move out to hide it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the shaped src/HEAD goes there
     head = _git(repo, "rev-parse", "HEAD").stdout.strip()
     blob = _git(repo, "rev-parse", "HEAD:app.py").stdout.strip()
     # skip-worktree on a changed file: git status and git diff would say nothing of it.

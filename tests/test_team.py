@@ -426,6 +426,7 @@ def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
             ANTHROPIC_API_KEY="test-key",
             ANTHROPIC_BASE_URL=server.base_url,
             ORCHESTRATOR_SANDBOX=sandbox,
+            TMPDIR=str(tmp_path),  # where the worker moves the nested .git: the test's own
         )
     beside = list((tmp_path / "state" / "team").glob("*/planted-beside"))
     if sandbox == "bwrap":
