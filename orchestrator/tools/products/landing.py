@@ -844,7 +844,7 @@ def _index_pack(common: Path, pack: Path, checksum: str) -> str | None:
         return f"git index-pack failed: {error}"
     if out.code != 0:
         last = out.stderr.splitlines()[-1] if out.stderr else f"exit code {out.code}"
-        return f"git index-pack --strict refused it ({last})"
+        return f"git index-pack (strict) refused it ({last})"
     said = out.stdout.decode("ascii", "replace").split()
     if not said or said[-1] != checksum:
         return "its name is not its checksum"
