@@ -113,19 +113,52 @@ def _names(names: Iterable[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-def rule_matches(rule: str, tool: str) -> bool:
+def rule_matches(rule: str, tool: str, server: str | None = None) -> bool:
     """Whether an ``auto_approve`` rule covers ``tool``.
 
     A rule is a tool's name; ``mcp__SERVER`` also covers every tool of that MCP server (Claude
-    Code's per-server rule), and so does ``mcp__SERVER__*``. No other wildcard exists (the
-    setting refuses one), so ``bash`` never covers more than bash.
+    Code's per-server rule), and so does ``mcp__SERVER__*``. ``server`` is the MCP server that
+    offers ``tool``, as its tools' names spell it (None: not an MCP tool): a server is matched
+    as a whole name, never as the start of a tool's name, so ``mcp__time`` does not cover a
+    server named ``time_x``. No other wildcard exists (the setting refuses one), so ``bash``
+    never covers more than bash.
     """
     if tool == rule:
         return True
+    return server is not None and rule_server(rule) == server and _whole_server(rule)
+
+
+def rule_server(rule: str) -> str | None:
+    """The MCP server an ``auto_approve`` rule names (``mcp__time__now`` → ``time``), or None.
+
+    Server names never hold ``__`` (the config refuses them), so the first ``__`` after
+    ``mcp__`` ends the server's name.
+    """
     if not rule.startswith("mcp__"):
-        return False
-    prefix = rule.removesuffix("*") if rule.endswith("__*") else rule + "__"
-    return tool.startswith(prefix) and len(tool) > len(prefix)
+        return None
+    server = rule.removeprefix("mcp__").split("__", 1)[0]
+    return server or None
+
+
+def unknown_server_rules(rules: Iterable[str], servers: Iterable[str]) -> list[str]:
+    """The ``mcp__…`` rules that name a server none of ``servers`` is (a typo: ``mcp__tim``).
+
+    ``servers`` are the configured servers' names as their tools' names spell them.
+    """
+    known = set(servers)
+    return [
+        rule
+        for rule in sorted(rules)
+        if (named := rule_server(rule)) is not None and named not in known
+    ]
+
+
+def _whole_server(rule: str) -> bool:
+    return rule.endswith("__*") or "__" not in rule.removeprefix("mcp__")
+
+
+def _no_server(_tool: str) -> str | None:
+    return None
 
 
 @attrs.define
@@ -138,6 +171,9 @@ class ApprovalPolicy:
     #: ``"mcp__docs"``: :func:`rule_matches`); deny still refuses.
     auto_approve: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     refused: list[RefusedAction] = attrs.field(factory=list)
+    #: The MCP server offering a tool, as its tools' names spell it (None: not an MCP tool);
+    #: the run sets it once its servers have started.
+    server_of: Callable[[str], str | None] = attrs.field(default=_no_server, kw_only=True)
     _allowed_tools: set[str] = attrs.field(factory=set)
     _allowed_prefixes: set[str] = attrs.field(factory=set)
     _allowed_commands: set[str] = attrs.field(factory=set)
@@ -193,7 +229,8 @@ class ApprovalPolicy:
         )
 
     def _auto_approved(self, tool: str) -> bool:
-        return any(rule_matches(rule, tool) for rule in self.auto_approve)
+        server = self.server_of(tool)
+        return any(rule_matches(rule, tool, server) for rule in self.auto_approve)
 
     def _refuse(
         self, tool: str, arguments: Mapping[str, Any], reason: str, message: str

@@ -649,6 +649,41 @@ def test_auto_approve_takes_a_whole_server_as_claude_code_writes_it(
     assert ("note auto" in _calls(tmp_path)) is runs
 
 
+@pytest.mark.parametrize(("rule", "runs"), [("mcp__notes", False), ("mcp__notes_", True)])
+def test_a_server_rule_covers_that_server_only_and_a_typo_is_said_at_the_start(
+    here: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    rule: str,
+    runs: bool,
+) -> None:
+    # Its tools are mcp__notes___note: "mcp__notes" is a prefix of that name, not its server.
+    _user_servers(tmp_path, {"notes_": _stdio(tmp_path), "other": _stdio(tmp_path, "garbage")})
+    turns = [
+        _call("mcp__notes___note", {"text": "auto"}),
+        {"text": "ok", "expect": _ok("noted") if runs else _error("no one to approve it")},
+    ]
+    script = parse_script({"name": "rules", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        code, _out, err = _main(
+            capsys, "run", "Note it.", "--workdir", str(here), "--auto-approve", rule
+        )
+    assert server.violations == []
+    assert code == (0 if runs else 3), err
+    assert ("note auto" in _calls(tmp_path)) is runs
+    warned = [line for line in err.splitlines() if "no MCP server of that name" in line]
+    if runs:
+        assert warned == []
+    else:
+        assert warned == [
+            "orchestrator: --auto-approve mcp__notes: no MCP server of that name is configured, "
+            "so it approves nothing; the configured servers: notes_, other"
+        ]
+    assert _survivors(tmp_path) == []
+
+
 @pytest.mark.parametrize("rule", ["*", "mcp__*", "mcp__notes*", "bash*"])
 def test_any_other_wildcard_is_refused_in_one_line(
     here: Path, capsys: pytest.CaptureFixture[str], rule: str

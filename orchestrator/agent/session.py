@@ -36,6 +36,7 @@ from orchestrator.approval import (
     RefusedAction,
     ask_at_terminal,
     no_terminal_notice,
+    unknown_server_rules,
 )
 from orchestrator.board.shared import SharedBoard
 from orchestrator.config import (
@@ -73,7 +74,7 @@ from orchestrator.protocols import (
 )
 from orchestrator.sessions import SessionError, SessionLock
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
-from orchestrator.tools.mcp_config import mcp_secret_values
+from orchestrator.tools.mcp_config import mcp_secret_values, tool_name_part
 from orchestrator.trace import EventSink, Trace, new_run_id, open_trace
 
 if TYPE_CHECKING:
@@ -407,6 +408,24 @@ class Session:
         )
         if notice:
             self.notice(notice)
+        self._say_unknown_servers()
+
+    def _say_unknown_servers(self) -> None:
+        """An ``auto_approve`` rule naming no configured MCP server: a typo, said once."""
+        options, label = self.options, self.options.label
+        servers = [tool_name_part(server.name) for server in options.mcp_servers]
+        unknown = unknown_server_rules(options.config.auto_approve, servers)
+        if not unknown:
+            return
+        rules = ", ".join(given(label, "auto_approve", rule) for rule in unknown)
+        known = ", ".join(dict.fromkeys(servers)) if servers else "none"
+        self.notice(
+            inert(
+                f"orchestrator: {rules}: no MCP server of that name is configured, so "
+                f"{'it approves' if len(unknown) == 1 else 'they approve'} nothing; "
+                f"the configured servers: {known}"
+            )
+        )
 
     def _check_commands(self) -> None:
         """A done-check or completion check whose program does not exist is a settings error."""
@@ -482,6 +501,7 @@ class Session:
             ),
         )
         self.mcp.open(notify)
+        self.approval.server_of = self.mcp.server_of
 
     def turn(self, task: str | None) -> RunOutcome:
         """Run one message (None: go on from a resumed conversation) to its end."""

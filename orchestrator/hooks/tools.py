@@ -3,9 +3,9 @@
 ``PreToolUse`` runs before a call reaches the registry: it may block it, rewrite its input
 (``updatedInput``, checked against the tool's schema and recorded in the trace beside the
 model's; one the tool cannot take is the hook's error, and the model's input stands), skip the
-approval prompt (``allow``) or force it (``ask``). ``PostToolUse`` follows a call that succeeded and may add
-words for the model. ``Stop`` hooks are a done-check; ``TaskCompleted`` hooks are part of an
-item's ``check_passes`` guard.
+approval prompt (``allow``) or force it (``ask``). ``PostToolUse`` follows a call that
+succeeded and may add words for the model. ``Stop`` hooks are a done-check; ``TaskCompleted``
+hooks are part of an item's ``check_passes`` guard.
 """
 
 from __future__ import annotations

@@ -314,6 +314,13 @@ class McpServers:
             for c in self._connections.values()
         ]
 
+    def server_of(self, tool: str) -> str | None:
+        """The server offering ``tool`` now, as its tools' names spell it (None: none does)."""
+        for connection in self._connections.values():
+            if any(offered.name == tool for offered in connection.tools):
+                return tool_name_part(connection.config.name)
+        return None
+
     # --- calling a tool (the caller's thread) ------------------------------------------------
 
     def _call(self, server: str, remote: str, arguments: Mapping[str, Any]) -> ToolResult:
