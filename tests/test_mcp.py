@@ -626,6 +626,34 @@ def test_mcp_list_waits_as_long_as_mcp_timeout_says_and_30_s_by_default(
     assert code == 2 and "--mcp-timeout" in err
 
 
+def test_mcp_timeout_bounds_the_whole_start_and_a_hung_server_is_killed_at_once(
+    here: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = str(tmp_path / "calls-stdio.log")
+    _user_servers(
+        tmp_path,
+        {
+            # Each of its two answers comes within the timeout; both together do not.
+            "slow": {
+                "command": sys.executable,
+                "args": [str(SERVERS), "slow", "1.2", str(tmp_path)],
+            },
+            "stubborn": {
+                "command": sys.executable,
+                "args": [str(SERVERS), "stubborn", str(tmp_path)],
+                "env": {"MCP_CALLS": calls},
+            },
+        },
+    )
+    code, out, err = _main(capsys, "mcp", "list", "--workdir", str(here), "--mcp-timeout", "2")
+    assert code == 1, err
+    assert out.count("did not start: no answer within 2 s (--mcp-timeout)") == 2, out
+    # The hung server was killed outright, not asked to stop (stdin closed, a wait, SIGTERM)
+    # once the timeout had passed; nothing of either is left.
+    assert _calls(tmp_path) in ([], ["started stubborn"])
+    assert _survivors(tmp_path) == []
+
+
 @pytest.mark.parametrize(
     ("rule", "runs"),
     [("mcp__notes", True), ("mcp__notes__*", True), ("mcp__note", False), ("bash", False)],
