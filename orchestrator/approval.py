@@ -38,7 +38,7 @@ _PREVIEW_LINES = 40
 #: Phrases only this module's refusals contain, so a trace's tool results show what was refused.
 _REFUSAL_PHRASES = (
     " did not run: this session has no one to approve it",
-    " is not allowed in this session (--approval deny)",
+    " is not allowed in this session (",
     "Error: the user declined to run ",
 )
 
@@ -174,6 +174,9 @@ class ApprovalPolicy:
     #: The MCP server offering a tool, as its tools' names spell it (None: not an MCP tool);
     #: the run sets it once its servers have started.
     server_of: Callable[[str], str | None] = attrs.field(default=_no_server, kw_only=True)
+    #: How a setting is named in what the policy says (``--approval`` on the CLI, ``approval=``
+    #: in the Python API).
+    label: Callable[[str], str] = attrs.field(default=flag_label, kw_only=True)
     _allowed_tools: set[str] = attrs.field(factory=set)
     _allowed_prefixes: set[str] = attrs.field(factory=set)
     _allowed_commands: set[str] = attrs.field(factory=set)
@@ -182,17 +185,18 @@ class ApprovalPolicy:
         if self.mode == "auto" or (self.mode == "edits" and tool in EDIT_TOOLS):
             return True
         if self.mode == "deny":
+            deny = given(self.label, "approval", "deny")
             return self._refuse(
                 tool,
                 arguments,
-                "refused by --approval deny",
-                f"Error: {tool} is not allowed in this session (--approval deny), so it did not "
+                f"refused by {deny}",
+                f"Error: {tool} is not allowed in this session ({deny}), so it did not "
                 "run. Do not retry it; finish what you can without it and say in your answer "
                 "what is left undone.",
             )
         if self._auto_approved(tool) or self._allowed_for_session(tool, arguments):
             return True
-        return self._ask(tool, arguments, f"--approval {self.mode}")
+        return self._ask(tool, arguments, given(self.label, "approval", self.mode))
 
     def confirm(self, tool: str, arguments: Mapping[str, Any]) -> bool | Refusal:
         """Ask a person even where the mode would not (a ``PreToolUse`` hook's ``ask``).

@@ -556,3 +556,38 @@ def test_a_resume_keeps_the_model_settings_but_never_the_approval(
     assert more.exit_code == 3  # asked, with no one to ask: refused
     resumed = server.requests[2]
     assert (resumed["model"], resumed["max_tokens"]) == ("claude-kept", 1234)
+
+
+def test_a_run_with_refusals_says_what_was_refused_and_why_its_exit_code_is_3(
+    endpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.approval import RefusedAction
+
+    plan = {"items": [{"id": "1", "text": "Write notes", "status": "in_progress"}]}
+    turns: list[Mapping[str, Any]] = [
+        {"tool_calls": [{"name": "todo", "input": plan}]},
+        {
+            "tool_calls": [
+                {"name": "bash", "input": {"command": "touch asked"}},
+                {"name": "write_file", "input": {"path": "notes.txt", "content": "x"}},
+            ]
+        },
+        {"text": "I could not write them."},
+        {"text": "Still could not."},
+    ]
+    server = _server(turns, monkeypatch)
+    try:
+        result = Agent(workdir=endpoint).run("Write notes.")  # approval="ask", no terminal
+    finally:
+        server.__exit__(None, None, None)
+    assert (result.status, result.exit_code) == ("done", 3)
+    asked = "no terminal to ask (approval='ask')"
+    assert result.refused == (
+        RefusedAction("bash", "touch asked", asked),
+        RefusedAction("write_file", "notes.txt", asked),
+    )
+    assert result.reason == (
+        "2 calls were refused: bash touch asked, write_file notes.txt; "
+        "plan unfinished: 0/1 completed: #1"
+    )
+    assert not (endpoint / "asked").exists() and not (endpoint / "notes.txt").exists()

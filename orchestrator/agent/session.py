@@ -171,7 +171,9 @@ class Session:
                 with view.paused():
                     return ask_at_terminal(tool, arguments, workdir)
 
-        return ApprovalPolicy(mode, asker, auto_approve=self.options.config.auto_approve)
+        return ApprovalPolicy(
+            mode, asker, auto_approve=self.options.config.auto_approve, label=self.options.label
+        )
 
     @property
     def run_id(self) -> str | None:
