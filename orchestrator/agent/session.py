@@ -15,7 +15,7 @@ import attrs
 
 from orchestrator import report
 from orchestrator.agent._parts import (
-    BROKEN_COMMAND,
+    broken_command,
     check_thinking,
     command_problem,
     configured_tools,
@@ -442,15 +442,18 @@ class Session:
 
     def _say_if_broken(self, result: CheckResult) -> None:
         """A check bash could not run (126, 127) is the person's to fix: one line, once."""
-        why = BROKEN_COMMAND.get(result.exit_code)
+        why = broken_command(result.exit_code, result.command)
         if why is None or result.command in self._broken_checks:
             return
         self._broken_checks.add(result.command)
         last = result.output.strip().splitlines()[-1:] or [""]
+        said = f"; it said: {last[0]}" if last[0] else ""
         with self.view.paused():
             self.notice(
-                f"orchestrator: ! the check `{inert(result.command)}` is a broken command "
-                f"(exit {result.exit_code}, {why}: {inert(last[0])})"
+                inert(
+                    f"orchestrator: ! the check `{result.command}` is a broken command, exit "
+                    f"{result.exit_code}: {why}{said}"
+                )
             )
 
     def _check_runner(self, secrets: Sequence[str]) -> Callable[[str], CheckResult]:
