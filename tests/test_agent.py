@@ -322,6 +322,34 @@ def test_a_name_the_api_refuses_raises_at_decoration_naming_the_function() -> No
     assert tool(name="a-b_9" + "x" * 123)(add.function).name.startswith("a-b_9")
 
 
+@pytest.mark.parametrize(
+    ("signature", "what"),
+    [
+        ("city: CityName, days: int", "the type hint of city, 'CityName'"),
+        ("city: str, days: list[Day]", "the type hint of days, 'list[Day]'"),
+        ("city: str", "the return type, 'Forecast'"),
+    ],
+)
+def test_a_type_hint_that_names_nothing_raises_the_tool_error_naming_it(
+    signature: str, what: str
+) -> None:
+    from orchestrator.tools.python import ToolDefinitionError
+
+    # As a module would define it: hints as text, their names imported only for type checkers.
+    source = (
+        "from __future__ import annotations\n"
+        f"def forecast({signature}) -> Forecast:\n"
+        '    """The weather to come."""\n'
+    )
+    namespace: dict[str, Any] = {"__name__": "weather"}
+    exec(source, namespace)
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(namespace["forecast"])
+    said = str(raised.value)
+    assert said.startswith(f"@tool weather.forecast: {what}, cannot be resolved (NameError: ")
+    assert "import what it names" in said and "\n" not in said
+
+
 def test_every_tool_schema_is_an_object_and_star_args_is_refused() -> None:
     from orchestrator.tools.python import ToolDefinitionError
 
