@@ -1135,9 +1135,18 @@ def test_every_matching_hook_runs_side_by_side(tmp_path: Path) -> None:
 
 
 def test_a_hook_past_its_timeout_is_killed_while_the_others_finish(tmp_path: Path) -> None:
-    hanging = Hook("Stop", "sleep 300 & echo $! > child.pid; sleep 300", timeout=1)
-    slow = Hook("Stop", "sleep 2; echo 'tests fail' >&2; exit 2", timeout=120)
-    runner = _runner(tmp_path, slow, hanging)
+    # It holds a lock until it is killed; the other waits for the lock, then blocks. Were the
+    # first not killed at its own timeout, the second would wait for ever (its own timeout).
+    hanging = Hook(
+        "Stop",
+        "sleep 300 & echo $! > child.pid; flock held.lock sh -c 'touch taken; sleep 300'",
+        timeout=1,
+    )
+    waiting = (  # (on a machine too busy to start the first in time, it goes on after 30 s)
+        "for i in $(seq 600); do [ -e taken ] && break; sleep 0.05; done; "
+        "flock held.lock true; echo 'tests fail' >&2; exit 2"
+    )
+    runner = _runner(tmp_path, Hook("Stop", waiting, timeout=120), hanging)
     outcome = runner.run("Stop", {})
     assert (outcome.blocked, outcome.reason) == (True, "tests fail")
     (said,) = SAID
@@ -1160,12 +1169,12 @@ def test_answers_combine_in_the_configured_order_whichever_finished_first(
         document = json.dumps({"hookSpecificOutput": answer})
         return Hook("PreToolUse", f"sleep {delay}; echo '{document}'")
 
-    runner = _runner(tmp_path, said("first", 1.5), said("second"), said("third", 0.5))
+    runner = _runner(tmp_path, said("first", 0.6), said("second"), said("third", 0.3))
     outcome = runner.run("PreToolUse", {}, "bash")
     assert not outcome.blocked and outcome.context == "first\nsecond\nthird"
     runner = _runner(
         tmp_path,
-        said("slow", 1.5, deny=True),
+        said("slow", 0.6, deny=True),
         Hook("PreToolUse", "echo '- Use rg' >&2; exit 2"),
         said("fast", deny=True),
         Hook("PreToolUse", "touch logged"),
