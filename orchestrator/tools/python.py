@@ -6,10 +6,11 @@ here as in the SDK's tool runner. Calls are validated against the hints; a valid
 or an exception in the function comes back to the model as a tool error, never up the loop.
 
 What the API would refuse is refused at decoration, naming the function, not by a 400 on the
-first round: a name outside ``^[a-zA-Z0-9_-]{1,128}$`` (a lambda's ``<lambda>``), and a
+first round: a name outside ``^[a-zA-Z0-9_-]{1,128}$`` (a lambda's ``<lambda>``), a
 signature whose input is not a JSON object of named arguments (``*args``, positional-only
-parameters), a type hint that names nothing where the function is defined. Parameters without type hints, or no docstring, still make a tool, with a
-:class:`ToolDefinitionWarning`: the model then gets no types or no description to go by.
+parameters), and a type hint that names nothing where the function is defined. Parameters
+without type hints, or no docstring, still make a tool, with a :class:`ToolDefinitionWarning`:
+the model then gets no types or no description to go by.
 """
 
 from __future__ import annotations
