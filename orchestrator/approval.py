@@ -38,7 +38,7 @@ _PREVIEW_LINES = 40
 #: Phrases only this module's refusals contain, so a trace's tool results show what was refused.
 _REFUSAL_PHRASES = (
     " did not run: this session has no one to approve it",
-    " is not allowed in this session (--approval deny)",
+    " is not allowed in this session (",
     "Error: the user declined to run ",
 )
 
@@ -113,19 +113,52 @@ def _names(names: Iterable[str]) -> frozenset[str]:
     return frozenset(names)
 
 
-def rule_matches(rule: str, tool: str) -> bool:
+def rule_matches(rule: str, tool: str, server: str | None = None) -> bool:
     """Whether an ``auto_approve`` rule covers ``tool``.
 
     A rule is a tool's name; ``mcp__SERVER`` also covers every tool of that MCP server (Claude
-    Code's per-server rule), and so does ``mcp__SERVER__*``. No other wildcard exists (the
-    setting refuses one), so ``bash`` never covers more than bash.
+    Code's per-server rule), and so does ``mcp__SERVER__*``. ``server`` is the MCP server that
+    offers ``tool``, as its tools' names spell it (None: not an MCP tool): a server is matched
+    as a whole name, never as the start of a tool's name, so ``mcp__time`` does not cover a
+    server named ``time_x``. No other wildcard exists (the setting refuses one), so ``bash``
+    never covers more than bash.
     """
     if tool == rule:
         return True
+    return server is not None and rule_server(rule) == server and _whole_server(rule)
+
+
+def rule_server(rule: str) -> str | None:
+    """The MCP server an ``auto_approve`` rule names (``mcp__time__now`` → ``time``), or None.
+
+    Server names never hold ``__`` (the config refuses them), so the first ``__`` after
+    ``mcp__`` ends the server's name.
+    """
     if not rule.startswith("mcp__"):
-        return False
-    prefix = rule.removesuffix("*") if rule.endswith("__*") else rule + "__"
-    return tool.startswith(prefix) and len(tool) > len(prefix)
+        return None
+    server = rule.removeprefix("mcp__").split("__", 1)[0]
+    return server or None
+
+
+def unknown_server_rules(rules: Iterable[str], servers: Iterable[str]) -> list[str]:
+    """The ``mcp__…`` rules that name a server none of ``servers`` is (a typo: ``mcp__tim``).
+
+    ``servers`` are the configured servers' names as their tools' names spell them.
+    """
+    known = set(servers)
+    return [
+        rule
+        for rule in sorted(rules)
+        if (named := rule_server(rule)) is not None and named not in known
+    ]
+
+
+def _whole_server(rule: str) -> bool:
+    return rule.endswith("__*") or "__" not in rule.removeprefix("mcp__")
+
+
+def _no_server(_tool: str) -> str | None:
+    return None
 
 
 @attrs.define
@@ -138,6 +171,12 @@ class ApprovalPolicy:
     #: ``"mcp__docs"``: :func:`rule_matches`); deny still refuses.
     auto_approve: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
     refused: list[RefusedAction] = attrs.field(factory=list)
+    #: The MCP server offering a tool, as its tools' names spell it (None: not an MCP tool);
+    #: the run sets it once its servers have started.
+    server_of: Callable[[str], str | None] = attrs.field(default=_no_server, kw_only=True)
+    #: How a setting is named in what the policy says (``--approval`` on the CLI, ``approval=``
+    #: in the Python API).
+    label: Callable[[str], str] = attrs.field(default=flag_label, kw_only=True)
     _allowed_tools: set[str] = attrs.field(factory=set)
     _allowed_prefixes: set[str] = attrs.field(factory=set)
     _allowed_commands: set[str] = attrs.field(factory=set)
@@ -146,17 +185,18 @@ class ApprovalPolicy:
         if self.mode == "auto" or (self.mode == "edits" and tool in EDIT_TOOLS):
             return True
         if self.mode == "deny":
+            deny = given(self.label, "approval", "deny")
             return self._refuse(
                 tool,
                 arguments,
-                "refused by --approval deny",
-                f"Error: {tool} is not allowed in this session (--approval deny), so it did not "
+                f"refused by {deny}",
+                f"Error: {tool} is not allowed in this session ({deny}), so it did not "
                 "run. Do not retry it; finish what you can without it and say in your answer "
                 "what is left undone.",
             )
         if self._auto_approved(tool) or self._allowed_for_session(tool, arguments):
             return True
-        return self._ask(tool, arguments, f"--approval {self.mode}")
+        return self._ask(tool, arguments, given(self.label, "approval", self.mode))
 
     def confirm(self, tool: str, arguments: Mapping[str, Any]) -> bool | Refusal:
         """Ask a person even where the mode would not (a ``PreToolUse`` hook's ``ask``).
@@ -193,7 +233,8 @@ class ApprovalPolicy:
         )
 
     def _auto_approved(self, tool: str) -> bool:
-        return any(rule_matches(rule, tool) for rule in self.auto_approve)
+        server = self.server_of(tool)
+        return any(rule_matches(rule, tool, server) for rule in self.auto_approve)
 
     def _refuse(
         self, tool: str, arguments: Mapping[str, Any], reason: str, message: str

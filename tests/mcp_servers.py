@@ -3,14 +3,18 @@
 ``python tests/mcp_servers.py stdio`` serves on stdin/stdout; ``http PORT`` serves streamable
 HTTP on loopback; ``liar`` is a hand-written stdio server that answers the handshake properly
 and every call with something that is not an MCP result (``garbage``: not JSON; ``misshapen``:
-JSON of the wrong shape); ``silent`` starts and never answers, as a hung server does. Each
-call is appended to the file ``$MCP_CALLS`` names, so a test sees what the server really got.
+JSON of the wrong shape); ``silent`` starts and never answers, as a hung server does;
+``stubborn`` never answers either, and records a SIGTERM instead of ending on it (``$MCP_CALLS``
+then says how it was stopped); ``slow SECONDS`` answers the handshake and the tool list properly,
+each after that long. Each call is appended to the file ``$MCP_CALLS`` names, so a test sees
+what the server really got.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -96,10 +100,43 @@ def _liar(kind: str) -> None:
             send({"jsonrpc": "2.0", "id": number, "error": {"code": -32601, "message": "no"}})
 
 
+def _slow(seconds: float) -> None:
+    """A stdio server that shakes hands and lists its tools properly, each after ``seconds``."""
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, number = message.get("method"), message.get("id")
+        if number is None:
+            continue  # a notification
+        time.sleep(seconds)
+        if method == "initialize":
+            info = {"name": "slow", "version": "1"}
+            result = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": info,
+            }
+        else:
+            result = {"tools": [{"name": "ask", "inputSchema": {"type": "object"}}]}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": number, "result": result}) + "\n")
+        sys.stdout.flush()
+
+
+def _stubborn() -> None:
+    signal.signal(signal.SIGTERM, lambda _signal, _frame: _record("got SIGTERM"))
+    _record("started stubborn")
+    while True:
+        time.sleep(1)
+
+
 def main(argv: list[str]) -> None:
     mode = argv[0] if argv else "stdio"
     if mode == "silent":
         time.sleep(3600)
+        return
+    if mode == "stubborn":
+        _stubborn()
+    if mode == "slow":
+        _slow(float(argv[1]))
         return
     if mode in ("garbage", "misshapen"):
         _liar(mode)

@@ -322,6 +322,34 @@ def test_a_name_the_api_refuses_raises_at_decoration_naming_the_function() -> No
     assert tool(name="a-b_9" + "x" * 123)(add.function).name.startswith("a-b_9")
 
 
+@pytest.mark.parametrize(
+    ("signature", "what"),
+    [
+        ("city: CityName, days: int", "the type hint of city, 'CityName'"),
+        ("city: str, days: list[Day]", "the type hint of days, 'list[Day]'"),
+        ("city: str", "the return type, 'Forecast'"),
+    ],
+)
+def test_a_type_hint_that_names_nothing_raises_the_tool_error_naming_it(
+    signature: str, what: str
+) -> None:
+    from orchestrator.tools.python import ToolDefinitionError
+
+    # As a module would define it: hints as text, their names imported only for type checkers.
+    source = (
+        "from __future__ import annotations\n"
+        f"def forecast({signature}) -> Forecast:\n"
+        '    """The weather to come."""\n'
+    )
+    namespace: dict[str, Any] = {"__name__": "weather"}
+    exec(source, namespace)
+    with pytest.raises(ToolDefinitionError) as raised:
+        tool(namespace["forecast"])
+    said = str(raised.value)
+    assert said.startswith(f"@tool weather.forecast: {what}, cannot be resolved (NameError: ")
+    assert "import what it names" in said and "\n" not in said
+
+
 def test_every_tool_schema_is_an_object_and_star_args_is_refused() -> None:
     from orchestrator.tools.python import ToolDefinitionError
 
@@ -556,3 +584,38 @@ def test_a_resume_keeps_the_model_settings_but_never_the_approval(
     assert more.exit_code == 3  # asked, with no one to ask: refused
     resumed = server.requests[2]
     assert (resumed["model"], resumed["max_tokens"]) == ("claude-kept", 1234)
+
+
+def test_a_run_with_refusals_says_what_was_refused_and_why_its_exit_code_is_3(
+    endpoint: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.approval import RefusedAction
+
+    plan = {"items": [{"id": "1", "text": "Write notes", "status": "in_progress"}]}
+    turns: list[Mapping[str, Any]] = [
+        {"tool_calls": [{"name": "todo", "input": plan}]},
+        {
+            "tool_calls": [
+                {"name": "bash", "input": {"command": "touch asked"}},
+                {"name": "write_file", "input": {"path": "notes.txt", "content": "x"}},
+            ]
+        },
+        {"text": "I could not write them."},
+        {"text": "Still could not."},
+    ]
+    server = _server(turns, monkeypatch)
+    try:
+        result = Agent(workdir=endpoint).run("Write notes.")  # approval="ask", no terminal
+    finally:
+        server.__exit__(None, None, None)
+    assert (result.status, result.exit_code) == ("done", 3)
+    asked = "no terminal to ask (approval='ask')"
+    assert result.refused == (
+        RefusedAction("bash", "touch asked", asked),
+        RefusedAction("write_file", "notes.txt", asked),
+    )
+    assert result.reason == (
+        "2 calls were refused: bash touch asked, write_file notes.txt; "
+        "plan unfinished: 0/1 completed: #1"
+    )
+    assert not (endpoint / "asked").exists() and not (endpoint / "notes.txt").exists()

@@ -211,5 +211,36 @@ def test_a_check_bash_cannot_run_is_told_to_the_person_as_a_broken_command(
     code, err, _trace, _server = _run_here(tmp_path, monkeypatch, capsys, turns, *flags)
     assert code == 1
     (line,) = [line for line in err.splitlines() if "broken command" in line]
-    assert line.startswith("orchestrator: ! the check `./check.sh` is a broken command")
-    assert "(exit 127, command not found: " in line
+    assert line.startswith(
+        "orchestrator: ! the check `./check.sh` is a broken command, exit 127: command not found;"
+    )
+
+
+def test_a_check_that_is_there_but_not_executable_is_told_so_not_called_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "check.sh").write_text("#!/bin/sh\nexit 0\n")
+    # At the start: exit 2, in one line that says what to do.
+    flags = ("--done-check", "./check.sh --fast", "--done-check-retries", "0")
+    code, err, _trace, server = _run_here(tmp_path, monkeypatch, capsys, [{"text": "x"}], *flags)
+    assert code == 2 and err.count("\n") == 1, err
+    assert (
+        "--done-check `./check.sh --fast`: `./check.sh`: not executable (chmod +x, or run it as "
+        "`sh ./check.sh`); fix the command"
+    ) in err
+    assert server.requests == []
+    # During the run (the model took its executable bit): exit 126, said to the person as such.
+    (work / "check.sh").chmod(0o755)
+    turns: list[Mapping[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "chmod -x check.sh"}}]},
+        {"text": "Done."},
+    ]
+    code, err, _trace, _server = _run_here(tmp_path, monkeypatch, capsys, turns, *flags)
+    assert code == 1
+    (line,) = [line for line in err.splitlines() if "broken command" in line]
+    assert line.startswith(
+        "orchestrator: ! the check `./check.sh --fast` is a broken command, exit 126: not "
+        "executable (chmod +x, or run it as `sh ./check.sh`); it said: "
+    ), line

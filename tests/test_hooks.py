@@ -1117,3 +1117,192 @@ def test_a_permission_decision_meets_the_approval_mode(
     assert prompts == asked
     assert (tmp_path / "out.txt").exists() is written
     assert result.is_error is not written
+
+
+# --- several hooks for one event: all run, side by side, their answers combined ---------------
+
+
+def test_every_matching_hook_runs_side_by_side(tmp_path: Path) -> None:
+    # The first waits for what the second does: run one after the other, it would give up.
+    waits = Hook(
+        "PreToolUse",
+        "for i in $(seq 300); do [ -e second-ran ] && exit 0; sleep 0.1; done; "
+        "echo 'ran alone' >&2; exit 2",
+    )
+    runner = _runner(tmp_path, waits, Hook("PreToolUse", "touch second-ran"))
+    outcome = runner.run("PreToolUse", {}, "bash")
+    assert (outcome.blocked, outcome.reason, SAID) == (False, "", [])
+
+
+def test_a_hook_past_its_timeout_is_killed_while_the_others_finish(tmp_path: Path) -> None:
+    # It holds a lock until it is killed; the other waits for the lock, then blocks. Were the
+    # first not killed at its own timeout, the second would wait for ever (its own timeout).
+    hanging = Hook(
+        "Stop",
+        "sleep 300 & echo $! > child.pid; flock held.lock sh -c 'touch taken; sleep 300'",
+        timeout=1,
+    )
+    waiting = (  # (on a machine too busy to start the first in time, it goes on after 30 s)
+        "for i in $(seq 600); do [ -e taken ] && break; sleep 0.05; done; "
+        "flock held.lock true; echo 'tests fail' >&2; exit 2"
+    )
+    runner = _runner(tmp_path, Hook("Stop", waiting, timeout=120), hanging)
+    outcome = runner.run("Stop", {})
+    assert (outcome.blocked, outcome.reason) == (True, "tests fail")
+    (said,) = SAID
+    assert said == f"orchestrator: Stop hook `{hanging.command}` timed out after 1 s; killed"
+    child = int((tmp_path / "child.pid").read_text(encoding="utf-8"))
+    for _ in range(100):
+        if not _alive(child):
+            break
+        time.sleep(0.1)
+    assert not _alive(child)
+
+
+def test_answers_combine_in_the_configured_order_whichever_finished_first(
+    tmp_path: Path,
+) -> None:
+    def said(words: str, delay: float = 0, *, deny: bool = False) -> Hook:
+        answer: dict[str, Any] = {"hookEventName": "PreToolUse", "additionalContext": words}
+        if deny:
+            answer |= {"permissionDecision": "deny", "permissionDecisionReason": f"no: {words}"}
+        document = json.dumps({"hookSpecificOutput": answer})
+        return Hook("PreToolUse", f"sleep {delay}; echo '{document}'")
+
+    runner = _runner(tmp_path, said("first", 0.6), said("second"), said("third", 0.3))
+    outcome = runner.run("PreToolUse", {}, "bash")
+    assert not outcome.blocked and outcome.context == "first\nsecond\nthird"
+    runner = _runner(
+        tmp_path,
+        said("slow", 0.6, deny=True),
+        Hook("PreToolUse", "echo '- Use rg' >&2; exit 2"),
+        said("fast", deny=True),
+        Hook("PreToolUse", "touch logged"),
+    )
+    outcome = runner.run("PreToolUse", {}, "bash")
+    assert outcome.blocked
+    assert outcome.reason == "no: slow\n- Use rg\nno: fast"
+    assert (tmp_path / "logged").exists()
+
+
+def test_the_same_command_named_twice_runs_once(tmp_path: Path) -> None:
+    hook = Hook("PostToolUse", "echo x >> ran.txt", "Bash")
+    runner = _runner(tmp_path, hook, attrs.evolve(hook, matcher="*", origin="other.toml"))
+    runner.run("PostToolUse", {}, "bash")
+    assert (tmp_path / "ran.txt").read_text(encoding="utf-8") == "x\n"
+
+
+#: A payload logger as Claude Code's docs write one: it keeps every Bash call's input.
+LOGGER = """\
+import json, os, sys
+data = json.load(sys.stdin)
+with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], ".log.jsonl"), "a") as log:
+    print(json.dumps(data["tool_input"]), file=log)
+"""
+
+NO_CURL = (
+    "import json, sys\n"
+    "if 'curl' in json.load(sys.stdin)['tool_input']['command']:\n"
+    "    print('no network from here', file=sys.stderr); sys.exit(2)\n"
+)
+
+
+def test_a_validator_that_blocks_stops_no_other_hook_and_every_reason_reaches_the_model(
+    isolated: Path,
+) -> None:
+    work = isolated
+    (work / "validate.py").write_text(VALIDATOR, encoding="utf-8")
+    (work / "log.py").write_text(LOGGER, encoding="utf-8")
+    (work / "no_curl.py").write_text(NO_CURL, encoding="utf-8")
+    (work / "orchestrator.toml").write_text(
+        '[[hooks.PreToolUse]]\nmatcher = "Bash"\n'
+        'hooks = [{ type = "command", command = "python3 validate.py" }, '
+        '{ type = "command", command = "python3 log.py" }]\n'
+        '[[hooks.PreToolUse]]\nmatcher = "Bash"\ncommand = "python3 no_curl.py"\n',
+        encoding="utf-8",
+    )
+    command = "grep -r x . > found; curl -s example.invalid > fetched"
+    both = "- Use 'rg' (ripgrep) instead of 'grep'\nno network from here"
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": command}}]},
+        {"text": "Blocked twice.", "expect": [{"is_error": True, "contains": both}]},
+    ]
+    ran = _cli(work, turns, "--trust", "--yes")
+    assert ran.code == 0, ran.stderr
+    assert not (work / "found").exists() and not (work / "fetched").exists()
+    # The logger beside the validator ran all the same.
+    logged = (work / ".log.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in logged] == [{"command": command}]
+    # The trace holds what the model read, in the configured order.
+    (result,) = ran.results()
+    assert both in result["output"]
+
+
+BAD_REWRITE = """\
+import json, sys
+data = json.load(sys.stdin)
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+    "permissionDecision": "allow", "updatedInput": {"cmd": data["tool_input"]["command"]}}}))
+"""
+
+
+@pytest.mark.parametrize(("flags", "code", "runs"), [(("--yes",), 0, True), ((), 3, False)])
+def test_an_updated_input_the_tool_cannot_take_is_the_hooks_mistake_not_the_models(
+    isolated: Path, flags: tuple[str, ...], code: int, runs: bool
+) -> None:
+    work = isolated
+    (work / "rewrite.py").write_text(BAD_REWRITE, encoding="utf-8")
+    (work / "orchestrator.toml").write_text(
+        '[[hooks.PreToolUse]]\nmatcher = "Bash"\ncommand = "python3 rewrite.py"\n',
+        encoding="utf-8",
+    )
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "touch model-ran"}}]},
+        {"text": "Done.", "expect": [{"is_error": not runs}]},
+    ]
+    ran = _cli(work, turns, "--trust", *flags)
+    assert ran.code == code, ran.stderr
+    # The call went on with the model's own input; its allow went with the bad input, so
+    # without --yes the call was asked about (and refused: no terminal).
+    assert (work / "model-ran").exists() is runs
+    told = ran.sent(1)
+    assert "is required" not in told and "cmd" not in told
+    lines = [line for line in ran.stderr.splitlines() if "updatedInput" in line]
+    assert lines == [
+        "orchestrator: PreToolUse hook `python3 rewrite.py` gave an updatedInput bash cannot "
+        "take ('command' is a required property); the call goes on with the model's input"
+    ]
+    assert not [e for e in ran.events if e["event"] == "hook.updated_input"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "updated", "problem"),
+    [
+        ("bash", {"command": "ls", "timeout": "soon"}, "timeout: 'soon' is not of type 'integer'"),
+        ("write_file", {"content": "x"}, "'path' is a required property"),
+        ("todo", {"todos": [{"content": "x"}]}, "items/0: 'id' is a required property"),
+        ("bash", {"command": "ls", "description": "list"}, ""),
+        ("write_file", {"file_path": "/elsewhere/a.py", "content": "x"}, ""),
+    ],
+)
+def test_updated_input_is_checked_against_the_whole_schema_in_our_names(
+    tmp_path: Path, tool: str, updated: dict[str, Any], problem: str
+) -> None:
+    from orchestrator.hooks import HookedTools
+    from orchestrator.plan import PlanBoard, TodoTool
+    from orchestrator.tools import BashTool, ToolRegistry, Workdir, WriteFileTool
+
+    workdir = Workdir(tmp_path)
+    registry = ToolRegistry([BashTool(workdir), WriteFileTool(workdir), TodoTool(PlanBoard())])
+    hooked = HookedTools(registry, _runner(tmp_path))
+    assert hooked._input_problem(tool, updated) == problem
+
+
+def test_a_hook_that_never_reads_a_big_payload_is_still_killed_at_its_timeout(
+    tmp_path: Path,
+) -> None:
+    # The payload is more than a pipe holds: written to a pipe, it would wait for the hook.
+    runner = _runner(tmp_path, Hook("PreToolUse", "sleep 30", timeout=1))
+    fields = {"tool_name": "Write", "tool_input": {"content": "x" * (1 << 20)}}
+    runner.run("PreToolUse", fields, "write_file")
+    assert SAID == ["orchestrator: PreToolUse hook `sleep 30` timed out after 1 s; killed"]

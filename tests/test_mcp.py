@@ -626,6 +626,34 @@ def test_mcp_list_waits_as_long_as_mcp_timeout_says_and_30_s_by_default(
     assert code == 2 and "--mcp-timeout" in err
 
 
+def test_mcp_timeout_bounds_the_whole_start_and_a_hung_server_is_killed_at_once(
+    here: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = str(tmp_path / "calls-stdio.log")
+    _user_servers(
+        tmp_path,
+        {
+            # Each of its two answers comes within the timeout; both together do not.
+            "slow": {
+                "command": sys.executable,
+                "args": [str(SERVERS), "slow", "1.2", str(tmp_path)],
+            },
+            "stubborn": {
+                "command": sys.executable,
+                "args": [str(SERVERS), "stubborn", str(tmp_path)],
+                "env": {"MCP_CALLS": calls},
+            },
+        },
+    )
+    code, out, err = _main(capsys, "mcp", "list", "--workdir", str(here), "--mcp-timeout", "2")
+    assert code == 1, err
+    assert out.count("did not start: no answer within 2 s (--mcp-timeout)") == 2, out
+    # The hung server was killed outright, not asked to stop (stdin closed, a wait, SIGTERM)
+    # once the timeout had passed; nothing of either is left.
+    assert _calls(tmp_path) in ([], ["started stubborn"])
+    assert _survivors(tmp_path) == []
+
+
 @pytest.mark.parametrize(
     ("rule", "runs"),
     [("mcp__notes", True), ("mcp__notes__*", True), ("mcp__note", False), ("bash", False)],
@@ -647,6 +675,41 @@ def test_auto_approve_takes_a_whole_server_as_claude_code_writes_it(
     assert server.violations == []
     assert result.status == "done" and result.exit_code == (0 if runs else 3)
     assert ("note auto" in _calls(tmp_path)) is runs
+
+
+@pytest.mark.parametrize(("rule", "runs"), [("mcp__notes", False), ("mcp__notes_", True)])
+def test_a_server_rule_covers_that_server_only_and_a_typo_is_said_at_the_start(
+    here: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    rule: str,
+    runs: bool,
+) -> None:
+    # Its tools are mcp__notes___note: "mcp__notes" is a prefix of that name, not its server.
+    _user_servers(tmp_path, {"notes_": _stdio(tmp_path), "other": _stdio(tmp_path, "garbage")})
+    turns = [
+        _call("mcp__notes___note", {"text": "auto"}),
+        {"text": "ok", "expect": _ok("noted") if runs else _error("no one to approve it")},
+    ]
+    script = parse_script({"name": "rules", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        code, _out, err = _main(
+            capsys, "run", "Note it.", "--workdir", str(here), "--auto-approve", rule
+        )
+    assert server.violations == []
+    assert code == (0 if runs else 3), err
+    assert ("note auto" in _calls(tmp_path)) is runs
+    warned = [line for line in err.splitlines() if "no MCP server of that name" in line]
+    if runs:
+        assert warned == []
+    else:
+        assert warned == [
+            "orchestrator: --auto-approve mcp__notes: no MCP server of that name is configured, "
+            "so it approves nothing; the configured servers: notes_, other"
+        ]
+    assert _survivors(tmp_path) == []
 
 
 @pytest.mark.parametrize("rule", ["*", "mcp__*", "mcp__notes*", "bash*"])

@@ -97,6 +97,31 @@ def test_two_names_that_make_the_same_tool_prefix_are_refused(tmp_path: Path) ->
         load_servers(tmp_path, None)
 
 
+@pytest.mark.parametrize(
+    ("file", "name", "becomes"),
+    [(".mcp.json", "time__evil", ""), ("orchestrator.toml", "a..b", "it becomes 'a__b'")],
+)
+def test_a_server_name_holding_a_double_underscore_is_refused_naming_file_and_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str, name: str, becomes: str
+) -> None:
+    if file == ".mcp.json":
+        _write_json(tmp_path, {"time": {"command": "a"}, name: {"command": "b"}})
+    else:
+        (tmp_path / file).write_text(f'[mcp_servers."{name}"]\ncommand = "b"\n', "utf-8")
+    with pytest.raises(McpConfigError, match="separates the server from the tool") as raised:
+        load_servers(tmp_path, None)
+    said = str(raised.value)
+    assert "\n" not in said and str(tmp_path / file) in said and repr(name) in said
+    assert becomes in said
+    # As a person meets it: one line, exit 2, from any command that reads the servers.
+    from orchestrator.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["mcp", "list", "--workdir", str(tmp_path), "--trust"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and repr(name) in err, err
+
+
 def test_variables_are_read_with_defaults_and_a_missing_one_is_named() -> None:
     server = McpServerConfig(
         "s",
@@ -231,3 +256,35 @@ def test_auto_approve_skips_the_question_but_not_deny() -> None:
     assert policy("mcp__docs__search", {}) is True
     denied = ApprovalPolicy("deny", auto_approve=["mcp__docs__search"])("mcp__docs__search", {})
     assert isinstance(denied, Refusal)
+
+
+@pytest.mark.parametrize(
+    ("rule", "tool", "server", "matches"),
+    [
+        ("mcp__time", "mcp__time__now", "time", True),
+        ("mcp__time__*", "mcp__time__now", "time", True),
+        ("mcp__time__now", "mcp__time__now", "time", True),
+        ("mcp__time__now", "mcp__time__later", "time", False),
+        # A server whose name starts like the rule's is another server.
+        ("mcp__time", "mcp__time___x", "time_", False),
+        ("mcp__time__*", "mcp__time___x", "time_", False),
+        ("mcp__time_", "mcp__time___x", "time_", True),
+        ("mcp__time", "mcp__timer__x", "timer", False),
+        # Not an MCP tool (a caller's @tool named like one): only its own name covers it.
+        ("mcp__time", "mcp__time__now", None, False),
+        ("bash", "bash", None, True),
+    ],
+)
+def test_a_server_rule_matches_the_tool_s_server_not_a_prefix_of_its_name(
+    rule: str, tool: str, server: str | None, matches: bool
+) -> None:
+    from orchestrator.approval import rule_matches
+
+    assert rule_matches(rule, tool, server) is matches
+
+
+def test_a_rule_naming_no_configured_server_is_found() -> None:
+    from orchestrator.approval import unknown_server_rules
+
+    rules = ["bash", "mcp__tim", "mcp__time", "mcp__time__now", "mcp__git__*", "mcp__gti__log"]
+    assert unknown_server_rules(rules, ["time", "git"]) == ["mcp__gti__log", "mcp__tim"]

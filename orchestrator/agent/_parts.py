@@ -250,8 +250,34 @@ def anthropic_model(config: Config) -> Model:
     )
 
 
-#: What bash says about a command that cannot run: 126 found but not runnable, 127 not found.
-BROKEN_COMMAND = {126: "found but cannot be run", 127: "command not found"}
+def broken_command(code: int, command: str) -> str | None:
+    """What exit ``code`` of ``command`` says about the command itself, or None (not broken).
+
+    126: bash found the program but could not run it (most often a script without its
+    executable bit); 127: there is no such program.
+    """
+    if code == 127:
+        return "command not found"
+    if code != 126:
+        return None
+    first = _program(command) or command
+    return f"not executable (chmod +x, or run it as `sh {first}`)"
+
+
+def _program(command: str) -> str:
+    """The program ``command`` runs as bash reads it: past ``NAME=value`` words ("" if unclear)."""
+    import shlex
+
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        return ""  # unbalanced quotes: bash names the problem when it runs
+    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0], re.S):
+        words.pop(0)  # NAME=value before the command
+    first = words[0] if words else ""
+    return first if first and (first[0].isalnum() or first[0] in "./_~") else ""
 
 
 def command_problem(command: str, workdir: Path) -> str | None:
@@ -262,19 +288,10 @@ def command_problem(command: str, workdir: Path) -> str | None:
     sandbox's is the same system's. Leading ``NAME=value`` words and a command that starts
     with punctuation (``( … )``, ``{ …; }``) are left to bash.
     """
-    import shlex
     import subprocess
 
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        words = list(lexer)
-    except ValueError:
-        return None  # unbalanced quotes: bash names the problem when it runs
-    while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", words[0], re.S):
-        words.pop(0)  # NAME=value before the command
-    first = words[0] if words else ""
-    if not first or not (first[0].isalnum() or first[0] in "./_"):
+    first = _program(command)
+    if not first or first.startswith("~"):
         return None
     try:
         found = subprocess.run(
@@ -289,7 +306,13 @@ def command_problem(command: str, workdir: Path) -> str | None:
         return None  # nothing to say before the check runs and says it itself
     if found.stdout.strip():
         return None
-    return f"`{first}`: {BROKEN_COMMAND[127]} (bash looked on PATH and in {workdir})"
+    if "/" in first:
+        path = workdir / first
+        if path.is_dir():
+            return f"`{first}`: a directory, not a command"
+        if path.exists():  # there, but bash would not run it: exit 126
+            return f"`{first}`: {broken_command(126, first)}"
+    return f"`{first}`: {broken_command(127, first)} (bash looked on PATH and in {workdir})"
 
 
 # --- the public API ---------------------------------------------------------------------------

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import attrs
+
+if TYPE_CHECKING:
+    from orchestrator.approval import RefusedAction
 
 #: How a run ended: the loop machine's final states.
 RunStatus = Literal["done", "failed", "interrupted"]
@@ -39,6 +42,7 @@ class RunResult:
     cost_usd: float | None
     #: The trace file (one JSON event per line; ``orchestrator replay`` reads it).
     trace: Path | None
+    #: Why it ended; for ``exit_code`` 3, why that is (``2 calls were refused: bash …``).
     reason: str = ""
     exit_code: int = 0
     run_id: str | None = None
@@ -46,3 +50,35 @@ class RunResult:
     messages: tuple[Mapping[str, Any], ...] = ()
     #: Items a ``done`` run left neither completed nor cancelled (``exit_code`` 3).
     unfinished: tuple[str, ...] = ()
+    #: What was refused (``exit_code`` 3): each call's ``tool``, ``target`` (a short account of
+    #: its input) and ``reason``; also a hook or MCP server that did not run for what it runs.
+    refused: tuple[RefusedAction, ...] = ()
+
+
+#: How many refusals :func:`exit_3_reason` names before it counts the rest.
+_NAMED = 3
+
+
+def exit_3_reason(
+    refused: Sequence[RefusedAction], protected: Sequence[str], unfinished: str
+) -> str:
+    """Why a ``done`` run's exit code is 3, in one line: refusals, protected files, the plan.
+
+    ``protected`` describes each protected file that changed; ``unfinished`` is the plan's
+    line ("" when it was settled).
+    """
+    parts: list[str] = []
+    if refused:
+        calls = all(not action.tool.endswith((" hook", "MCP server")) for action in refused)
+        what = "call" if calls else "action"
+        count = len(refused)
+        named = ", ".join(f"{action.tool} {action.target}".strip() for action in refused[:_NAMED])
+        more = f" and {count - _NAMED} more" if count > _NAMED else ""
+        verb = "was" if count == 1 else "were"
+        parts.append(f"{count} {what}{'s' if count != 1 else ''} {verb} refused: {named}{more}")
+    if protected:
+        files = "1 protected file" if len(protected) == 1 else f"{len(protected)} protected files"
+        parts.append(f"{files} changed ({', '.join(protected)})")
+    if unfinished:
+        parts.append(unfinished)
+    return "; ".join(parts)

@@ -15,7 +15,7 @@ import attrs
 
 from orchestrator import report
 from orchestrator.agent._parts import (
-    BROKEN_COMMAND,
+    broken_command,
     check_thinking,
     command_problem,
     configured_tools,
@@ -36,6 +36,7 @@ from orchestrator.approval import (
     RefusedAction,
     ask_at_terminal,
     no_terminal_notice,
+    unknown_server_rules,
 )
 from orchestrator.board.shared import SharedBoard
 from orchestrator.config import (
@@ -73,7 +74,7 @@ from orchestrator.protocols import (
 )
 from orchestrator.sessions import SessionError, SessionLock
 from orchestrator.tools import ToolRegistry, Workdir, standard_tools
-from orchestrator.tools.mcp_config import mcp_secret_values
+from orchestrator.tools.mcp_config import mcp_secret_values, tool_name_part
 from orchestrator.trace import EventSink, Trace, new_run_id, open_trace
 
 if TYPE_CHECKING:
@@ -170,7 +171,9 @@ class Session:
                 with view.paused():
                     return ask_at_terminal(tool, arguments, workdir)
 
-        return ApprovalPolicy(mode, asker, auto_approve=self.options.config.auto_approve)
+        return ApprovalPolicy(
+            mode, asker, auto_approve=self.options.config.auto_approve, label=self.options.label
+        )
 
     @property
     def run_id(self) -> str | None:
@@ -407,6 +410,24 @@ class Session:
         )
         if notice:
             self.notice(notice)
+        self._say_unknown_servers()
+
+    def _say_unknown_servers(self) -> None:
+        """An ``auto_approve`` rule naming no configured MCP server: a typo, said once."""
+        options, label = self.options, self.options.label
+        servers = [tool_name_part(server.name) for server in options.mcp_servers]
+        unknown = unknown_server_rules(options.config.auto_approve, servers)
+        if not unknown:
+            return
+        rules = ", ".join(given(label, "auto_approve", rule) for rule in unknown)
+        known = ", ".join(dict.fromkeys(servers)) if servers else "none"
+        self.notice(
+            inert(
+                f"orchestrator: {rules}: no MCP server of that name is configured, so "
+                f"{'it approves' if len(unknown) == 1 else 'they approve'} nothing; "
+                f"the configured servers: {known}"
+            )
+        )
 
     def _check_commands(self) -> None:
         """A done-check or completion check whose program does not exist is a settings error."""
@@ -421,15 +442,18 @@ class Session:
 
     def _say_if_broken(self, result: CheckResult) -> None:
         """A check bash could not run (126, 127) is the person's to fix: one line, once."""
-        why = BROKEN_COMMAND.get(result.exit_code)
+        why = broken_command(result.exit_code, result.command)
         if why is None or result.command in self._broken_checks:
             return
         self._broken_checks.add(result.command)
         last = result.output.strip().splitlines()[-1:] or [""]
+        said = f"; it said: {last[0]}" if last[0] else ""
         with self.view.paused():
             self.notice(
-                f"orchestrator: ! the check `{inert(result.command)}` is a broken command "
-                f"(exit {result.exit_code}, {why}: {inert(last[0])})"
+                inert(
+                    f"orchestrator: ! the check `{result.command}` is a broken command, exit "
+                    f"{result.exit_code}: {why}{said}"
+                )
             )
 
     def _check_runner(self, secrets: Sequence[str]) -> Callable[[str], CheckResult]:
@@ -482,6 +506,7 @@ class Session:
             ),
         )
         self.mcp.open(notify)
+        self.approval.server_of = self.mcp.server_of
 
     def turn(self, task: str | None) -> RunOutcome:
         """Run one message (None: go on from a resumed conversation) to its end."""

@@ -39,7 +39,8 @@ def mcp_group() -> None:
     type=click.FloatRange(min=0, min_open=True, max=3600),
     default=None,
     metavar="SECONDS",
-    help="Seconds each server may take to start and list its tools.  "
+    help="Seconds each server may take to start and list its tools, all told; one that takes "
+    "longer is killed.  "
     "[default: the mcp_timeout setting, 30]",
 )
 def list_servers(workdir: Path, trust: bool, mcp_timeout: float | None) -> int:

@@ -4,7 +4,9 @@ Each hook gets Claude Code's common fields (``session_id``, ``transcript_path``,
 ``permission_mode``, ``hook_event_name``) and the event's own, with ours under
 ``orchestrator``. Exit 2 blocks (stderr is the reason); a JSON object on stdout decides on any
 exit code, read from its first megabyte; anything else is an error shown to the person that
-blocks nothing. What a hook says is cut to the tool output cap, head and tail.
+blocks nothing. What a hook says is cut to the tool output cap, head and tail. Every hook that
+matches an event runs, side by side, and their answers are combined as Claude Code combines
+them (:func:`_combined`), in the order the hooks are configured.
 
 Hooks run inside the sandbox bash runs in, by default: the work directory writable, the trace
 and the files the command names readable, an environment without the key or any secret, and
@@ -24,6 +26,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -66,12 +69,13 @@ class HookOutcome:
     """What the hooks of one event said: whether one blocked, why, and what to tell whom."""
 
     blocked: bool = False
+    #: Why: every blocking hook's reason, one after another on lines of their own.
     reason: str = ""
     #: Non-blocking failures, one line each, for the person.
     errors: tuple[str, ...] = ()
     #: Words for the model: ``additionalContext`` (plain stdout for two events).
     context: str = ""
-    #: The hook command that blocked.
+    #: The hook commands that blocked (comma-separated).
     command: str = ""
     #: ``PreToolUse``: ``allow`` or ``ask`` ("" when no hook decided; ``deny`` blocks).
     permission: str = ""
@@ -110,6 +114,17 @@ class _Ran:
     head: bytes = b""
     stdout: str = ""
     stderr: str = ""
+
+
+@attrs.define
+class _Started:
+    """A hook on its way: its process, when its time is up, where its output goes."""
+
+    process: subprocess.Popen[bytes]
+    deadline: float
+    out: IO[bytes]
+    err: IO[bytes]
+    timed_out: bool = False
 
 
 def _default_sandbox(self: HookRunner) -> Sandbox:
@@ -163,10 +178,16 @@ class HookRunner:
         match: str | None = None,
         *,
         ours: Mapping[str, Any] | None = None,
+        input_problem: Callable[[JSONObject], str] | None = None,
     ) -> HookOutcome:
-        """Every hook of ``event`` that matches ``match``, in order, until one blocks.
+        """Every hook of ``event`` that matches ``match``, side by side; their answers combined.
 
-        ``fields`` are Claude Code's; ``ours`` go under ``orchestrator`` beside them.
+        As in Claude Code, one hook's block stops none of the others (a logger beside a
+        validator still logs): the strongest decision wins (deny, ask, allow), every blocking
+        reason and every context is kept, in the order the hooks are configured, whichever
+        finished first. Identical commands run once. ``fields`` are Claude Code's; ``ours``
+        go under ``orchestrator`` beside them. ``input_problem`` says what is wrong with a
+        ``PreToolUse`` hook's ``updatedInput`` for the tool ("" when nothing is).
         """
         payload = {
             "session_id": self.session_id,
@@ -177,54 +198,48 @@ class HookRunner:
             **fields,
             "orchestrator": {"approval": self.approval, **(ours or {})},
         }
-        stdin = json.dumps(payload, ensure_ascii=False)
+        stdin = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        hooks = self._matching(event, match)
+        # What a script pins is checked first, in order; the rest start together.
+        refused = {hook: self._tampered(hook) for hook in hooks}
+        ready = [hook for hook in hooks if refused[hook] is None]
+        finished = dict(zip(ready, self._execute_all(ready, stdin), strict=True))
         errors: list[str] = []
-        context: list[str] = []
-        permission, permission_reason = "", ""
-        updated: JSONObject | None = None
-        updated_by = ""
-        for hook in self.hooks:
-            if hook.event != event or not hook.runs or not hook.matches(match):
+        said: list[tuple[Hook, _Said]] = []
+        for hook in hooks:
+            name = f"{hook.event} hook `{hook.shown}`"
+            tampered = refused[hook]
+            if tampered is not None:
+                if hook.event in _GATES:
+                    reason = f"{name} did not run: {tampered}; nothing it guards may pass"
+                    said.append((hook, _Said(True, reason)))
                 continue
-            said = self._run_one(hook, stdin, errors)
-            if said.context:
-                context.append(said.context)
-            if said.blocked:
-                self._say(errors)
-                return HookOutcome(True, said.reason, tuple(errors), "\n".join(context), hook.shown)
-            if _PERMISSIONS.index(said.permission) > _PERMISSIONS.index(permission):
-                permission, permission_reason = said.permission, said.permission_reason
-            if said.updated_input is not None:
-                updated, updated_by = said.updated_input, hook.shown
+            answer = self._read(hook, finished[hook], errors)
+            if answer.updated_input is not None and input_problem is not None:
+                answer = _checked_input(answer, input_problem, name, match, errors)
+            said.append((hook, answer))
         self._say(errors)
-        return HookOutcome(
-            False,
-            "",
-            tuple(errors),
-            "\n".join(context),
-            permission=permission,
-            permission_reason=permission_reason,
-            updated_input=updated,
-            updated_by=updated_by,
-        )
+        return _combined(said, errors)
+
+    def _matching(self, event: str, match: str | None) -> list[Hook]:
+        """The hooks that run for ``event`` and ``match``, in order; a repeated command once."""
+        chosen: dict[tuple[str, bool], Hook] = {}
+        for hook in self.hooks:
+            if hook.event == event and hook.runs and hook.matches(match):
+                chosen.setdefault((hook.shell_command(self.cwd), hook.outside), hook)
+        return list(chosen.values())
 
     def _say(self, errors: Sequence[str]) -> None:
         for line in errors:
             self.notice(line)
 
-    # --- one hook ------------------------------------------------------------------------------
+    # --- one hook's answer ---------------------------------------------------------------------
 
-    def _run_one(self, hook: Hook, stdin: str, errors: list[str]) -> _Said:
+    def _read(self, hook: Hook, ran: _Ran | OSError, errors: list[str]) -> _Said:
+        """What one finished hook said, by its exit code and JSON; its errors into ``errors``."""
         name = f"{hook.event} hook `{hook.shown}`"
-        tampered = self._tampered(hook)
-        if tampered is not None:
-            if hook.event in _GATES:
-                return _Said(True, f"{name} did not run: {tampered}; nothing it guards may pass")
-            return _Said()
-        try:
-            ran = self._execute(hook, stdin)
-        except OSError as error:
-            errors.append(inert(f"orchestrator: {name} could not start: {error}"))
+        if isinstance(ran, OSError):
+            errors.append(inert(f"orchestrator: {name} could not start: {ran}"))
             return _Said()
         if ran.code is None:
             errors.append(inert(f"orchestrator: {name} timed out after {hook.timeout:g} s; killed"))
@@ -288,43 +303,65 @@ class HookRunner:
 
     # --- starting it ---------------------------------------------------------------------------
 
-    def _execute(self, hook: Hook, stdin: str) -> _Ran:
-        """Run one hook in its own session; its exit code, or None when it timed out.
+    def _execute_all(self, hooks: Sequence[Hook], stdin: bytes) -> list[_Ran | OSError]:
+        """Run ``hooks`` side by side, each in its own session, each killed at its own timeout.
 
-        Its output goes to files, not pipes: a child it leaves behind may hold them open for
-        ever, and the hook's verdict is its own exit, not its children's.
+        Each reads the payload from a file of its own and writes to files, not pipes: nothing
+        blocks on a hook that does not read, a child it leaves behind cannot hold a pipe open
+        for ever, and the hook's verdict is its own exit, not its children's. They are waited
+        for soonest deadline first, so a hook is killed as its time runs out, whichever of the
+        others is still running.
         """
-        argv, env = self._command(hook)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        with contextlib.ExitStack() as files:
+            started: list[_Started | OSError] = []
+            try:
+                for hook in hooks:
+                    started.append(self._start(hook, stdin, files))
+                running = [entry for entry in started if isinstance(entry, _Started)]
+                for hook_run in sorted(running, key=lambda entry: entry.deadline):
+                    try:
+                        hook_run.process.wait(timeout=max(hook_run.deadline - time.monotonic(), 0))
+                    except subprocess.TimeoutExpired:
+                        kill_everything(hook_run.process, None)  # what it started, setsid too
+                        hook_run.process.wait()
+                        hook_run.timed_out = True
+            except BaseException:
+                # Ctrl-C mid-hook: nothing any of them started outlives it.
+                for left in started:
+                    if isinstance(left, _Started):
+                        kill_everything(left.process, None)
+                        left.process.wait()
+                raise
+            return [entry if isinstance(entry, OSError) else self._ran(entry) for entry in started]
+
+    def _start(self, hook: Hook, stdin: bytes, files: contextlib.ExitStack) -> _Started | OSError:
+        try:
+            argv, env = self._command(hook)
+            source = _scratch(files)
+            source.write(stdin)
+            source.seek(0)
+            out = _scratch(files)
+            err = _scratch(files)
             process = subprocess.Popen(
                 argv,
                 cwd=self.cwd,
                 env=env,
-                stdin=subprocess.PIPE,
+                stdin=source,
                 stdout=out,
                 stderr=err,
                 start_new_session=True,  # its children are killed with it
             )
-            try:
-                assert process.stdin is not None
-                with contextlib.suppress(BrokenPipeError):
-                    process.stdin.write(stdin.encode("utf-8"))
-                with contextlib.suppress(BrokenPipeError):
-                    process.stdin.close()
-                code: int | None = process.wait(timeout=hook.timeout)
-            except subprocess.TimeoutExpired:
-                code = None
-            except BaseException:
-                kill_everything(process, None)  # Ctrl-C mid-hook: nothing it started outlives it
-                process.wait()
-                raise
-            if code is None:
-                kill_everything(process, None)  # with what it started, setsid or not
-                process.wait()
-                return _Ran(None)
-            kill_group(process.pid)  # the reaper or bwrap ended the rest; a straggler goes too
-            head, stdout = _captured(out)
-            return _Ran(code, head, self._redacted(stdout), self._redacted(_captured(err)[1]))
+        except OSError as error:
+            return error
+        return _Started(process, time.monotonic() + hook.timeout, out, err)
+
+    def _ran(self, entry: _Started) -> _Ran:
+        if entry.timed_out:
+            return _Ran(None)
+        kill_group(entry.process.pid)  # the reaper or bwrap ended the rest; a straggler goes too
+        head, stdout = _captured(entry.out)
+        code = entry.process.returncode
+        return _Ran(code, head, self._redacted(stdout), self._redacted(_captured(entry.err)[1]))
 
     def _command(self, hook: Hook) -> tuple[list[str], dict[str, str]]:
         """The argv and environment one hook starts with: in the sandbox, or outside it."""
@@ -365,6 +402,11 @@ class HookRunner:
         return text
 
 
+def _scratch(files: contextlib.ExitStack) -> IO[bytes]:
+    """A temporary file, closed (and gone) with ``files``."""
+    return files.enter_context(tempfile.TemporaryFile())
+
+
 def _hook_home(fallback: str) -> str:
     """Where a hook's sandbox mounts its empty home: the user's home path, not ``/``.
 
@@ -403,6 +445,65 @@ def _json_of(ran: _Ran) -> tuple[JSONObject | None, str]:
     except ValueError:
         return None, "printed something that is not JSON; ignored"
     return (document, "") if isinstance(document, dict) else (None, "")
+
+
+def _checked_input(
+    said: _Said,
+    problem_of: Callable[[JSONObject], str],
+    name: str,
+    tool: str | None,
+    errors: list[str],
+) -> _Said:
+    """``said`` without an ``updatedInput`` the tool cannot take: the hook's mistake, said.
+
+    The call then goes on with the model's own input, as it does when a hook's answer cannot
+    be read at all; the ``allow`` that came with the input is dropped with it (it was given
+    for that input), while ``ask`` and ``deny`` still count.
+    """
+    assert said.updated_input is not None
+    problem = problem_of(said.updated_input)
+    if not problem:
+        return said
+    errors.append(
+        inert(
+            f"orchestrator: {name} gave an updatedInput {tool or 'the tool'} cannot take "
+            f"({problem}); the call goes on with the model's input"
+        )
+    )
+    permission = "" if said.permission == "allow" else said.permission
+    return attrs.evolve(said, updated_input=None, permission=permission)
+
+
+def _combined(said: Sequence[tuple[Hook, _Said]], errors: Sequence[str]) -> HookOutcome:
+    """One event's answers as Claude Code combines them, in the order the hooks are configured.
+
+    Any block blocks, with every blocking reason; the strongest permission wins (deny, ask,
+    allow); every context is kept; of several new inputs the last hook's is used.
+    """
+    blocking = [(hook, answer) for hook, answer in said if answer.blocked]
+    context = "\n".join(answer.context for _hook, answer in said if answer.context)
+    if blocking:
+        reasons = dict.fromkeys(answer.reason for _hook, answer in blocking)
+        commands = dict.fromkeys(hook.shown for hook, _answer in blocking)
+        return HookOutcome(True, "\n".join(reasons), tuple(errors), context, ", ".join(commands))
+    permission, permission_reason = "", ""
+    updated: JSONObject | None = None
+    updated_by = ""
+    for hook, answer in said:
+        if _PERMISSIONS.index(answer.permission) > _PERMISSIONS.index(permission):
+            permission, permission_reason = answer.permission, answer.permission_reason
+        if answer.updated_input is not None:
+            updated, updated_by = answer.updated_input, hook.shown
+    return HookOutcome(
+        False,
+        "",
+        tuple(errors),
+        context,
+        permission=permission,
+        permission_reason=permission_reason,
+        updated_input=updated,
+        updated_by=updated_by,
+    )
 
 
 def _read_decision(document: JSONObject, event: str, name: str) -> _Said:

@@ -1,10 +1,11 @@
 """Where hooks meet the machines: around each tool call, on the ``done`` edge, on ``complete``.
 
 ``PreToolUse`` runs before a call reaches the registry: it may block it, rewrite its input
-(``updatedInput``, recorded in the trace beside the model's), skip the approval prompt
-(``allow``) or force it (``ask``). ``PostToolUse`` follows a call that succeeded and may add
-words for the model. ``Stop`` hooks are a done-check; ``TaskCompleted`` hooks are part of an
-item's ``check_passes`` guard.
+(``updatedInput``, checked against the tool's schema and recorded in the trace beside the
+model's; one the tool cannot take is the hook's error, and the model's input stands), skip the
+approval prompt (``allow``) or force it (``ask``). ``PostToolUse`` follows a call that
+succeeded and may add words for the model. ``Stop`` hooks are a done-check; ``TaskCompleted``
+hooks are part of an item's ``check_passes`` guard.
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ from orchestrator.protocols import (
     Refusal,
     ToolResult,
 )
-from orchestrator.tools.arguments import with_note
+from orchestrator.tools.arguments import schema_problem, with_note
 
 if TYPE_CHECKING:
     from orchestrator.approval import ApprovalPolicy
     from orchestrator.tools.registry import ToolRegistry
+
+#: The longest account of what is wrong with a hook's ``updatedInput``.
+_PROBLEM_CHARACTERS = 200
 
 
 @attrs.frozen
@@ -65,6 +69,7 @@ class HookedTools:
             self._call_fields(name, tool_input, call_id),
             name,
             ours={"tool_name": name, "tool_input": tool_input},
+            input_problem=lambda theirs: self._input_problem(name, theirs),
         )
         if before.blocked:
             return ToolResult(
@@ -119,6 +124,20 @@ class HookedTools:
             "tool_use_id": call_id,
         }
 
+    def _input_problem(self, name: str, theirs: Mapping[str, Any]) -> str:
+        """What keeps the tool ``name`` from taking a hook's ``updatedInput`` ("" if nothing).
+
+        Checked against the tool's whole input schema before the call, so the model is never
+        told that a field it sent is missing when a hook dropped it.
+        """
+        tool = self.inner.get(name)
+        if tool is None:
+            return ""  # the registry tells the model there is no such tool
+        schema = tool.schema.get("input_schema")
+        if not isinstance(schema, dict):
+            return ""
+        return schema_violation(schema, our_input(name, theirs, self.workdir))
+
     def _approved(
         self, name: str, arguments: Mapping[str, Any], permission: str, why: str
     ) -> bool | Refusal:
@@ -133,6 +152,28 @@ class HookedTools:
             inert(f"orchestrator: a PreToolUse hook asks you to confirm {name}{said}")
         )
         return policy.confirm(name, arguments)
+
+
+def schema_violation(schema: Mapping[str, Any], value: Mapping[str, Any]) -> str:
+    """The most telling way ``value`` breaks the JSON Schema ``schema``, in one line ("" if none).
+
+    A schema the validator cannot read (a remote MCP server's) falls back to the registry's own
+    top-level check.
+    """
+    import jsonschema
+
+    try:
+        kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        error = jsonschema.exceptions.best_match(kind(schema).iter_errors(value))
+    except Exception:  # a schema it cannot read (a bad $ref, an odd draft) must not stop the call
+        return schema_problem("", schema, value).removeprefix("Error: : ")
+    if error is None:
+        return ""
+    where = "/".join(str(part) for part in error.absolute_path)
+    message = " ".join(error.message.split())
+    if len(message) > _PROBLEM_CHARACTERS:
+        message = message[: _PROBLEM_CHARACTERS - 1] + "…"
+    return f"{where}: {message}" if where else message
 
 
 def _with_context(result: ToolResult, event: str, context: str) -> ToolResult:

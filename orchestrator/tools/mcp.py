@@ -28,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -153,6 +154,9 @@ class _Connection:
     in_flight: set[anyio.CancelScope] = attrs.Factory(set)
     stale: bool = False
     garbage: str = ""
+    #: The task that starts and serves it, on the loop thread (cancelled when its start is
+    #: given up).
+    task: Future[None] | None = None
 
     def stderr_tail(self) -> str:
         """The server's last line on stderr, to say why it failed."""
@@ -204,6 +208,9 @@ class McpServers:
     _thread: threading.Thread | None = attrs.field(init=False, default=None)
     _opened: bool = attrs.field(init=False, default=False)
     _closed: bool = attrs.field(init=False, default=False)
+    #: Held while a starting server is settled (running or failed): open() and the loop
+    #: thread may both try.
+    _settling: threading.Lock = attrs.field(init=False, factory=threading.Lock)
 
     # --- the tool source ---------------------------------------------------------------------
 
@@ -240,19 +247,18 @@ class McpServers:
                 )
         if startable:
             _quiet_sdk_logging()
+            _load_sdk()  # before the clock starts: the timeout is the servers', not the import's
             self._start_loop()
             assert self._portal is not None
+            # They start side by side, so one deadline covers them all: the whole start of each
+            # (spawn, handshake, listing its tools).
+            deadline = time.monotonic() + self._start_limit
             for connection in startable:
-                self._portal.start_task_soon(self._serve, connection)
-            # They start side by side, so one deadline covers them all.
-            deadline = time.monotonic() + self._start_limit + _CROSSING_SLACK
+                connection.task = self._portal.start_task_soon(self._serve, connection)
             for connection in startable:
                 connection.ready.wait(max(0.0, deadline - time.monotonic()))
                 if connection.state == "starting":
-                    self._failed(
-                        connection,
-                        f"no answer within {self._start_limit:g} s ({self.label('mcp_timeout')})",
-                    )
+                    self._give_up(connection)
         # The lines now; the events once the run reads its tools, so they follow run.started.
         self._flush(events=False)
 
@@ -313,6 +319,13 @@ class McpServers:
             )
             for c in self._connections.values()
         ]
+
+    def server_of(self, tool: str) -> str | None:
+        """The server offering ``tool`` now, as its tools' names spell it (None: none does)."""
+        for connection in self._connections.values():
+            if any(offered.name == tool for offered in connection.tools):
+                return tool_name_part(connection.config.name)
+        return None
 
     # --- calling a tool (the caller's thread) ------------------------------------------------
 
@@ -447,11 +460,12 @@ class McpServers:
                             _start_failure(connection, error, self.label, self._start_limit),
                         )
                     return
-                if connection.state != "starting":
-                    return  # open() gave up waiting: the session closes unused
+                with self._settling:
+                    if connection.state != "starting":
+                        return  # open() gave up waiting: the session closes unused
+                    connection.state = "running"
                 connection.client = client
                 self._take_tools(connection, listed, first=True)
-                connection.state = "running"
                 connection.ready.set()
                 await connection.stop.wait()
         except Exception as error:  # a session that broke down starting, or on the way out
@@ -619,8 +633,25 @@ class McpServers:
         else:
             self._say(f"mcp server {config.name}: its tools changed, now {count}")
 
-    def _failed(self, connection: _Connection, reason: str) -> None:
-        connection.state, connection.reason = "failed", reason
+    def _give_up(self, connection: _Connection) -> None:
+        """A server that did not start in time: said, killed at once, its start cancelled.
+
+        Killed rather than asked to stop: a server that hangs at the start would take the
+        SDK's polite stop (stdin closed, seconds of waiting, SIGTERM) to go.
+        """
+        reason = f"no answer within {self._start_limit:g} s ({self.label('mcp_timeout')})"
+        if not self._failed(connection, reason):
+            return  # it started after all, just now
+        _kill_holders(connection.errlog)
+        if connection.task is not None:
+            connection.task.cancel()
+
+    def _failed(self, connection: _Connection, reason: str) -> bool:
+        """Say that ``connection`` did not start; False when the other thread settled it first."""
+        with self._settling:
+            if connection.state in ("failed", "running"):
+                return False
+            connection.state, connection.reason = "failed", reason
         config = connection.config
         self._event(
             "mcp.server",
@@ -634,6 +665,7 @@ class McpServers:
             f"mcp server {config.name} did not start: {reason}; its tools are left out of this run"
         )
         connection.ready.set()
+        return True
 
     def _pin_problem(self, server: McpServerConfig) -> str | None:
         """Why ``server`` may not start because of what it runs from the work directory."""
@@ -845,6 +877,12 @@ def _kill_holders(errlog: IO[str] | None) -> None:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                 break
+
+
+def _load_sdk() -> None:
+    """Import what starting a server needs (a second or more on a busy machine)."""
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401
 
 
 def _quiet_sdk_logging() -> None:

@@ -288,6 +288,14 @@ def _server(
     origin, folder = str(path), str(path.resolve().parent)
     if not name.strip():
         raise McpConfigError(f"{where}: a server needs a name")
+    if "__" in tool_name_part(name):
+        # Its tools would be mcp__a__b__TOOL: read as server a's tool b__TOOL by a rule.
+        becomes = "" if "__" in name else f" (it becomes {tool_name_part(name)!r} in tool names)"
+        raise McpConfigError(
+            f"{where}: the server name {name!r} holds '__'{becomes}, which separates the server "
+            f"from the tool in mcp__SERVER__TOOL; rename it, e.g. "
+            f"{re.sub('_{2,}', '_', tool_name_part(name))!r}"
+        )
     kind = entry.get("type")
     if kind is None:
         kind = "http" if "url" in entry and "command" not in entry else "stdio"

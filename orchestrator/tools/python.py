@@ -6,10 +6,11 @@ here as in the SDK's tool runner. Calls are validated against the hints; a valid
 or an exception in the function comes back to the model as a tool error, never up the loop.
 
 What the API would refuse is refused at decoration, naming the function, not by a 400 on the
-first round: a name outside ``^[a-zA-Z0-9_-]{1,128}$`` (a lambda's ``<lambda>``), and a
+first round: a name outside ``^[a-zA-Z0-9_-]{1,128}$`` (a lambda's ``<lambda>``), a
 signature whose input is not a JSON object of named arguments (``*args``, positional-only
-parameters). Parameters without type hints, or no docstring, still make a tool, with a
-:class:`ToolDefinitionWarning`: the model then gets no types or no description to go by.
+parameters), and a type hint that names nothing where the function is defined. Parameters
+without type hints, or no docstring, still make a tool, with a :class:`ToolDefinitionWarning`:
+the model then gets no types or no description to go by.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import importlib
 import inspect
 import json
 import re
+import typing
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, overload
@@ -72,6 +74,7 @@ def _check_definition(
                 f"@tool {where}: {parameter.name} is positional-only, but a tool's arguments "
                 "arrive by name; drop the / from its signature"
             )
+    _check_hints_resolve(function, where)
     untyped = [
         p.name
         for p in signature.parameters.values()
@@ -91,6 +94,42 @@ def _check_definition(
             ToolDefinitionWarning,
             stacklevel=stacklevel,
         )
+
+
+def _check_hints_resolve(function: Callable[..., Any], where: str) -> None:
+    """Every type hint names something that exists where the function is defined.
+
+    A hint written as text (``from __future__ import annotations``, or quoted) is looked up
+    only now, to build the schema: a name imported only under ``TYPE_CHECKING``, or a typo,
+    would otherwise surface as a bare ``NameError`` from deep inside the schema's builder.
+    """
+    if not (inspect.isfunction(function) or inspect.ismethod(function)):
+        return  # a callable object: its hints are its __call__'s, read by the SDK
+    try:
+        typing.get_type_hints(function, include_extras=True)
+    except Exception as error:
+        raise ToolDefinitionError(_unresolved(function, where, error)) from None
+
+
+def _unresolved(function: Callable[..., Any], where: str, error: Exception) -> str:
+    """Which hint could not be resolved, and why, in one line."""
+    written = inspect.get_annotations(function)
+    missing = getattr(error, "name", None) if isinstance(error, NameError) else None
+    texts = [(name, hint) for name, hint in written.items() if isinstance(hint, str)]
+    named = [
+        (name, hint)
+        for name, hint in texts
+        if missing and re.search(rf"(?<![\w.]){re.escape(missing)}\b", hint)
+    ]
+    culprit = (named or texts or [("", "")])[0]
+    why = f"{type(error).__name__}: {error}"
+    if not culprit[0]:
+        return f"@tool {where}: its type hints cannot be resolved ({why})"
+    what = "return type" if culprit[0] == "return" else f"type hint of {culprit[0]}"
+    return (
+        f"@tool {where}: the {what}, {culprit[1]!r}, cannot be resolved ({why}); import what "
+        "it names in the function's module (an import only under TYPE_CHECKING is not enough)"
+    )
 
 
 class FunctionTool:
