@@ -598,6 +598,7 @@ def test_output_format_json_prints_one_final_object(tmp_path: Path) -> None:
     assert result["refused_actions"] == [
         {"tool": "write_file", "target": "a.txt", "reason": "refused by --approval deny"}
     ]
+    assert result["reason"] == "1 call was refused: write_file a.txt"  # why exit 3, in one line
 
 
 @pytest.mark.parametrize("flags", [["--json"], ["--output-format", "stream-json"]])

@@ -25,7 +25,7 @@ import attrs
 from orchestrator import report
 from orchestrator.agent._parts import anthropic_model, new_board
 from orchestrator.agent.options import RunOptions, load_options
-from orchestrator.agent.result import RunResult, exit_3_reason, run_status
+from orchestrator.agent.result import RunResult, run_status
 from orchestrator.agent.session import Session
 from orchestrator.config import (
     SETTINGS,
@@ -276,14 +276,6 @@ class Agent:
         if ended.picture_command:  # on the console, when the agent has one
             session.say(f"picture: {ended.picture_command}")
         conversation = session.conversation_now
-        reason = outcome.reason
-        if ended.exit_code == report.EXIT_REFUSED:
-            root = session.options.workdir
-            protected = [change.describe(root) for change in session.protected_changes]
-            unfinished = ended.unfinished_line().removeprefix("! ") if ended.unfinished else ""
-            unfinished = unfinished.removesuffix(f" (exit code {report.EXIT_REFUSED})")
-            why = exit_3_reason(ended.refused, protected, unfinished)
-            reason = "; ".join(part for part in (reason, why) if part)
         return RunResult(
             status=run_status(outcome.status),
             answer=outcome.text,
@@ -292,7 +284,7 @@ class Agent:
             usage=dict(session.totals.usage),
             cost_usd=None if ended.cost is None else round(ended.cost, 6),
             trace=session.trace_path,
-            reason=reason,
+            reason=ended.reason,
             exit_code=ended.exit_code,
             run_id=run_id,
             messages=tuple(conversation.messages) if conversation is not None else (),

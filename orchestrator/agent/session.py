@@ -30,6 +30,7 @@ from orchestrator.agent._parts import (
     to_stdout,
 )
 from orchestrator.agent.options import RunOptions
+from orchestrator.agent.result import exit_3_reason
 from orchestrator.approval import (
     Answer,
     ApprovalPolicy,
@@ -694,7 +695,7 @@ class Session:
         code = report.exit_code(
             status, len(refused) + len(self.protected_changes), interrupted_code, len(unfinished)
         )
-        return report.RunReport(
+        ended = report.RunReport(
             status=status,
             reason=outcome.reason if outcome is not None else "",
             answer=outcome.text if outcome is not None else "",
@@ -711,6 +712,15 @@ class Session:
             run_id=self._run_id,
             plan=tuple(item.as_dict() for item in self.board.items),
         )
+        if code != report.EXIT_REFUSED:
+            return ended
+        # Exit 3 says why in the reason too (the JSON object's and the API's), in one line.
+        root = self.options.workdir
+        protected = [change.describe(root) for change in self.protected_changes]
+        plan = ended.unfinished_line().removeprefix("! ") if ended.unfinished else ""
+        plan = plan.removesuffix(f" (exit code {report.EXIT_REFUSED})")
+        why = exit_3_reason(ended.refused, protected, plan)
+        return attrs.evolve(ended, reason="; ".join(part for part in (ended.reason, why) if part))
 
     def _refused_hooks(self) -> list[RefusedAction]:
         """The hooks and MCP servers that did not run because of what they run.
