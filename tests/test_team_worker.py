@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,7 @@ def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
     def other_worker_lands_first() -> None:
         (other.work_tree / "notes").mkdir()
         (other.work_tree / "notes" / "same.md").write_text("theirs\n", encoding="utf-8")
-        commit = integration.commit_all(other, "#9: theirs")
+        commit = integration.commit_all(other, "#9: theirs", on="w/other")
         assert commit is not None
         assert integration.merge_into(other, "integration", commit, "merge #9").ok
 
@@ -232,3 +233,49 @@ def test_two_workers_in_two_clones_share_one_postgresql_board(
         for item in done:
             path = note_path(texts[int(item) - 1][0], item)
             assert (tmp_path / name / path).is_file()
+
+
+def test_an_item_left_in_progress_is_given_back_and_the_worker_does_not_say_done(
+    tmp_path: Path,
+) -> None:
+    """The model marks its item completed, the person's check fails, and its session ends:
+    the item goes back on the board, and the worker says so and exits 3, never "done"."""
+    from orchestrator.script import parse_script
+    from orchestrator.testing import MessagesServer
+    from tests.test_cli import _environment
+
+    url = f"sqlite:///{tmp_path / 'board.db'}"
+    with open_store(url) as store, store.change() as change:
+        change.add("Write notes/a.md", agent="person", check="test -s notes/b.md")
+    repo = _repository(tmp_path / "repo")
+    complete = {"merge": True, "items": [{"id": "1", "status": "completed"}]}
+    turns = [
+        {"tool_calls": [{"name": "write_file", "input": {"path": "notes/a.md", "content": "a\n"}}]},
+        {"tool_calls": [{"name": "todo", "input": complete}]},
+        {"text": "Done."},
+    ]
+    script = parse_script({"name": "gives-up", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrator", "work", url, "--agent", "me", "--workdir", repo],
+            env=_environment(
+                ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"),
+                ANTHROPIC_API_KEY="test-key",
+                ANTHROPIC_BASE_URL=server.base_url,
+                ORCHESTRATOR_SANDBOX="workdir",
+            ),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert _statuses(url) == {"1": ("pending", None)}
+    assert "released #1: the session ended without completing it" in done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("work: unfinished: not finished, given back to the board: #1"), last
+    assert last.endswith("(exit 3)"), last
+    # Its work is kept, committed on the branch, for whoever takes the item next.
+    assert "notes/a.md" in run_git(repo, "show", "--name-only", "--format=", "HEAD").stdout
