@@ -680,7 +680,14 @@ class _Run:
         conflicts: tuple[tuple[str, tuple[str, ...]], ...] = ()
         tip = integration.rev(self.home, f"refs/heads/{team.integration}")
         head = integration.rev(self.home, "HEAD")
-        problems = self._check_integration(tip) if tip is not None and not refused else ()
+        problems: tuple[str, ...] = ()
+        if tip is not None and not refused:
+            problems = self._check_integration(tip)
+        elif tip is None and not refused and team.start:
+            problems = (
+                f"{team.integration} is gone: something other than the harness deleted it, and "
+                "the work merged there is not in the work directory",
+            )
         if self.stopped is None and not refused and not problems and tip not in (None, head):
             assert tip is not None
             # The commit checked, not the branch's name: nothing can move it in between.

@@ -231,6 +231,8 @@ class Worker:
         self._compromised = ""
         #: The integration branch's tip when the tool call running now started.
         self._tip_before: str | None = None
+        #: The integration branch's last move this worker's harness made (told already).
+        self._own_move: tuple[str, str] | None = None
 
     def _open(self) -> SqlBoardStore:
         """A connection of its own (the heartbeat's, each session's)."""
@@ -480,6 +482,8 @@ class Worker:
             return
         before, self._tip_before = self._tip_before, None
         if before is not None and tip is not None and before != tip:
+            if (before, tip) == self._own_move:
+                return  # its own merge, in the call that completed its item
             self.out.record(
                 {
                     "event": "work.moved",
@@ -669,6 +673,7 @@ class Worker:
                     return _refused(target, why)
                 merged = outcome.tip
                 if outcome.onto is not None and merged is not None:
+                    self._own_move = (outcome.onto, merged)
                     # Told at once: the team knows each move of its branch that is its own.
                     self.out.record(
                         {
