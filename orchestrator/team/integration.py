@@ -260,13 +260,13 @@ def protected_of(top: Path, allow: Iterable[Path] = ()) -> frozenset[str]:
 def main_work_tree(place: GitPlace | Path) -> Path | None:
     """The repository's main work tree (the first ``git worktree list`` names), or None (bare)."""
     done = _git(place, "worktree", "list", "--porcelain", "-z", check=False)
-    first = next((field for field in done.stdout.split("\0") if field), "")
-    if done.returncode != 0 or not first.startswith("worktree "):
+    separator = "\0"
+    if done.returncode != 0:  # a git older than 2.36: lines, not NUL-ended fields
+        done, separator = _git(place, "worktree", "list", "--porcelain", check=False), "\n"
+    first = done.stdout.split(separator * 2, 1)[0].split(separator)
+    if done.returncode != 0 or not first[0].startswith("worktree ") or "bare" in first:
         return None
-    rest = done.stdout.split("\0\0", 1)[0].split("\0")
-    if "bare" in rest:
-        return None
-    return Path(first.removeprefix("worktree "))
+    return Path(first[0].removeprefix("worktree "))
 
 
 def merge_into(place: GitPlace | Path, branch: str, commit: str, message: str) -> Merged:
