@@ -93,17 +93,30 @@ DIFF_PREVIEW_HEAD = 12
 _NO_PREVIEW = frozenset({"todo"})
 
 
+#: How much of one line a preview shows: a single 200,000-character line is a flood too.
+PREVIEW_WIDTH = 240
+
+
 def output_preview(output: str, *, head: int, tail: int) -> list[str]:
-    """The first ``head`` and last ``tail`` lines of a tool's output, with a count of the rest."""
+    """The first ``head`` and last ``tail`` lines of a tool's output, with a count of the rest.
+
+    Each line is cut at :data:`PREVIEW_WIDTH` characters, saying how many more it had.
+    """
     lines = output.rstrip("\n").splitlines()
-    if len(lines) <= head + tail + 1:
-        return lines
-    hidden = len(lines) - head - tail
-    return [
-        *lines[:head],
-        f"… {hidden} more lines (--verbose shows more, `show` all)",
-        *lines[-tail:],
-    ]
+    if len(lines) > head + tail + 1:
+        hidden = len(lines) - head - tail
+        lines = [
+            *lines[:head],
+            f"… {hidden} more lines (--verbose shows more, `show` all)",
+            *lines[-tail:],
+        ]
+    return [_narrow(line) for line in lines]
+
+
+def _narrow(line: str) -> str:
+    if len(line) <= PREVIEW_WIDTH:
+        return line
+    return f"{line[:PREVIEW_WIDTH]} … {len(line) - PREVIEW_WIDTH} more characters"
 
 
 # --- the lines every view shares -------------------------------------------------------------

@@ -211,6 +211,16 @@ def test_a_long_tool_output_shows_its_first_and_last_lines_and_more_with_verbose
     assert shown[-1] == "    │ line 100"
 
 
+def test_one_very_long_line_is_cut_to_the_preview_s_width() -> None:
+    result = {**EVENTS[7], "output": "x" * 200_000 + "\nshort"}
+    stream = io.StringIO()
+    view = PlainView(stream)
+    view(EVENTS[5])
+    view(result)
+    shown = stream.getvalue().splitlines()[1:]
+    assert shown == [f"    │ {'x' * 240} … 199760 more characters", "    │ short"]
+
+
 def test_the_live_activity_line_names_what_is_awaited_and_for_how_long() -> None:
     now = [100.0]
     activity = Activity(clock=lambda: now[0])

@@ -70,6 +70,21 @@ def test_writing_again_replaces_the_page_whole(tmp_path: Path) -> None:
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
 
 
+def test_a_link_in_the_page_s_place_is_replaced_never_followed(tmp_path: Path) -> None:
+    trace = golden_copy(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    page = tmp_path / f"{RUN_ID}.html"
+    page.symlink_to(elsewhere)  # planted where the page goes: a folder through a link
+    assert _invoke("show", str(trace), "--html")[0] == 0
+    assert list(elsewhere.iterdir()) == []
+    assert not page.is_symlink() and page.read_text(encoding="utf-8").startswith("<!DOCTYPE")
+    page.unlink()
+    page.mkdir()  # a real folder there is said, not written into
+    code, _, err = _invoke("show", str(trace), "--html")
+    assert code == 2 and "a folder is in the page's place" in err and list(page.iterdir()) == []
+
+
 def test_a_run_id_or_last_finds_the_session(tmp_path: Path) -> None:
     folder = workdir_folder(tmp_path)
     folder.mkdir(parents=True)

@@ -46,8 +46,12 @@ def write_page(text: str, out: str | None, default: Path) -> Path | None:
         sys.stdout.flush()
         return None
     path = default if out is None else Path(out)
-    if path.is_dir():
+    # A folder the person names takes the page inside it; the default path is never followed
+    # into a folder (a link planted there must not send the page elsewhere: it is replaced).
+    if out is not None and path.is_dir():
         path = path / default.name
+    elif path.is_dir() and not path.is_symlink():
+        raise PageError(f"{path}: a folder is in the page's place; pass OUT to write elsewhere")
     folder = path.parent
     if not folder.is_dir():
         raise PageError(f"{path}: no such directory {folder}")
