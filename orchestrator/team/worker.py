@@ -233,6 +233,8 @@ class Worker:
         self._tip_before: str | None = None
         #: The integration branch's last move this worker's harness made (told already).
         self._own_move: tuple[str, str] | None = None
+        #: Writes of the model's git to branches not its own that the sandbox dropped.
+        self._branch_writes: list[str] = []
 
     def _open(self) -> SqlBoardStore:
         """A connection of its own (the heartbeat's, each session's)."""
@@ -443,7 +445,7 @@ class Worker:
                 notice=self.out.line,
                 header=self.out.line,
                 interactive=False,
-                extra_sinks=(self._watch,) if plan.integrate is not None else (),
+                extra_sinks=(self._watch,),
             )
             prompt = ITEM_PROMPT.format(agent=plan.agent, item=item.id, text=item.text)
             outcome = session.turn(prompt)
@@ -462,6 +464,8 @@ class Worker:
             self._compromised = "the session changed protected paths: " + ", ".join(
                 change.describe(plan.workdir) for change in session.protected_changes
             )
+        elif self._branch_writes:
+            self._compromised = _branch_writes_said(self._branch_writes)
         return outcome
 
     def _watch(self, event: Mapping[str, Any]) -> None:
@@ -471,7 +475,12 @@ class Worker:
         workers made: one no worker's harness made is put to the worker whose tool call saw it.
         """
         name = event.get("event")
+        if name == "git.landed":
+            self._branch_writes += _branch_writes(event.get("dropped"))
+            return
         if name not in ("tool.call", "tool.result") or self._place is None:
+            return
+        if self.plan.integrate is None:
             return
         try:
             tip = integration.rev(self._place, f"refs/heads/{self.plan.integrate}")
@@ -632,6 +641,9 @@ class Worker:
             if self._protected is not None and (changes := self._protected.changes()):
                 shown = ", ".join(change.describe(plan.workdir) for change in changes)
                 self._compromised = f"protected paths changed: {shown}"
+                problems.append(self._compromised)
+            if self._branch_writes:
+                self._compromised = _branch_writes_said(self._branch_writes)
                 problems.append(self._compromised)
             message = f"#{item_id}: {text}\n\nBoard-Item: {item_id}\nAgent: {plan.agent}\n"
             try:
@@ -807,6 +819,27 @@ class _ItemBoard(SharedBoard):
             return hooked
         landed = self._land(str(asked.get("id", "")), str(asked.get("text", "")))
         return landed if landed is not None else hooked
+
+
+def _branch_writes(dropped: object) -> list[str]:
+    """The branch writes in a ``git.landed`` event's ``dropped`` list, each with why.
+
+    A branch (another worker's, the integration branch) the sandbox would not let the model's
+    git move, or ``HEAD`` pointed at a team's branch: the work is not merged either way.
+    """
+    found = []
+    for entry in dropped if isinstance(dropped, list) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        path, why = str(entry.get("path", "")), str(entry.get("why", ""))
+        if path.startswith("refs/heads/") or (path == "HEAD" and "refs/heads/team/" in why):
+            found.append(f"{path} ({why})")
+    return found
+
+
+def _branch_writes_said(writes: list[str]) -> str:
+    shown = "; ".join(dict.fromkeys(writes))
+    return f"the sandbox stopped the session's git from moving branches: {shown}"
 
 
 def _refused(target: str, why: str) -> CheckResult:
