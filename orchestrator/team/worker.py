@@ -832,8 +832,10 @@ def _branch_writes(dropped: object) -> list[str]:
         if not isinstance(entry, Mapping):
             continue
         path, why = str(entry.get("path", "")), str(entry.get("why", ""))
-        if path.startswith("refs/heads/") or (path == "HEAD" and "refs/heads/team/" in why):
-            found.append(f"{path} ({why})")
+        ref = path[path.find("refs/heads/") :] if "refs/heads/" in path else ""
+        head = path == "HEAD" or path.endswith("/HEAD")
+        if ref.startswith("refs/heads/") or (head and "refs/heads/team/" in why):
+            found.append(f"{ref or 'HEAD'} ({why})")
     return found
 
 
