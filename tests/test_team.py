@@ -562,7 +562,11 @@ def test_a_worker_s_files_that_git_would_obey_never_reach_the_work_directory(
         _user_git(repo / "src", "status")
     assert sorted(p.name for p in marks.iterdir()) == []
     assert (repo / ".gitconfig").read_text(encoding="utf-8") == "[core]\n\tquotePath = false\n"
-    assert _files_at(repo, "HEAD") == {"README.md", ".gitconfig"}
+    files = _files_at(repo, "HEAD")
+    if sandbox == "workdir":
+        assert files == {"README.md", ".gitconfig"}
+    else:  # the sandbox may move the git dir's HEAD out: the rest is plain files
+        assert "src/HEAD" not in files, files
     assert run_git(repo, "status", "--porcelain").stdout == ""
     refused = _refused_items(out)
     if sandbox == "workdir" or "1" in refused:
