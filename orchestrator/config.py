@@ -127,6 +127,19 @@ def _text(value: object) -> str:
     return value.strip()
 
 
+def _lease(value: object) -> float:
+    """A claim's lease on a shared board, by the board's own rule (finite, above 0, ≤ 24 h)."""
+    from orchestrator.board.inputs import LEASE_RULE, lease_problem
+
+    try:
+        seconds = _positive_float(value)
+    except ValueError:
+        raise ValueError(LEASE_RULE) from None
+    if lease_problem(seconds) is not None:
+        raise ValueError(LEASE_RULE)
+    return seconds
+
+
 def _agent_name(value: object) -> str:
     """A shared board's agent name: printable, not a person's (``person:…``)."""
     from orchestrator.board.inputs import agent_problem
@@ -627,10 +640,11 @@ SETTINGS: tuple[_Setting, ...] = (
     ),
     _Setting(
         "lease",
-        _positive_float,
+        _lease,
         120.0,
         ("ORCHESTRATOR_LEASE",),
-        help="Seconds a claim on a shared board holds unless renewed (the run renews it).",
+        help="Seconds a claim on a shared board holds unless renewed (the run renews it); "
+        "above 0, at most 86400 (24 h).",
     ),
     _Setting(
         "price_per_mtok",

@@ -17,7 +17,7 @@ import json
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,14 +42,19 @@ GRAPHVIZ_PACKAGE_MISSING = (
     "install it with pip install 'orchestrator[graphviz]' or use --format mermaid"
 )
 
-#: Trace events that prove a transition callback ran, so the next ``loop.transition`` is the edge
-#: carrying that callback (the plain and the stale ``advance`` edges share source and destination).
-_CALLBACK_EVIDENCE: Mapping[str, str] = {"audit.reminder": "remind"}
+#: Callbacks a trace proves ran: each logs an event before its edge's ``loop.transition``.
+_LOGGED_CALLBACKS = frozenset({"remind", "remind_unfinished"})
 
 _VISITED = "visited"
 
-#: (source, trigger, destination, ``before`` callbacks): one edge of a table.
-_EdgeKey = tuple[str, str, str, tuple[str, ...]]
+#: What a merged arrow's count says when the trace cannot tell which of its edges fired.
+UNTOLD = "?"
+
+#: (source, trigger, destination, alternative): one edge a trace shows fired. ``alternative``
+#: is the edge's guards and actions as its label writes them (``plan_settled``,
+#: ``plan_is_stale / remind``; empty for an edge without either), or :data:`UNTOLD` when the
+#: table has several edges with these ends and trigger and the trace cannot tell which fired.
+_EdgeKey = tuple[str, str, str, str]
 
 
 class DiagramError(Exception):
@@ -74,6 +79,10 @@ class _Chart:
     def title(self) -> str:
         return f"{self.name} machine"
 
+    @property
+    def edges(self) -> dict[tuple[str, str, str], list[_Edge]]:
+        return _edges_of(self.transitions)
+
 
 def _item_chart() -> _Chart:
     machine = ItemMachine()
@@ -91,6 +100,88 @@ def _loop_chart() -> _Chart:
     return _Chart("loop", tuple(machine.states), str(machine.initial), LOOP_TRANSITIONS, notes)
 
 
+def _names(value: Any) -> tuple[str, ...]:
+    """A table's ``conditions``/``unless``/``before`` (a name or a list of names) as a tuple."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(str(name) for name in value)
+
+
+def _alternative(transition: Mapping[str, Any]) -> str:
+    """An edge's guards and actions as its label writes them, without the trigger."""
+    guards = [
+        *_names(transition.get("conditions")),
+        *("!" + u for u in _names(transition.get("unless"))),
+    ]
+    actions = [*_names(transition.get("before")), *_names(transition.get("after"))]
+    text = " & ".join(guards)
+    if actions:
+        text = f"{text} / {', '.join(actions)}".strip()
+    return text
+
+
+@attrs.frozen
+class _Edge:
+    """One edge of a table, one source each: what tells it from its siblings in a trace."""
+
+    src: str
+    trigger: str
+    dst: str
+    conditions: tuple[str, ...]
+    unless: tuple[str, ...]
+    logged: frozenset[str]
+    alternative: str
+
+
+def _edges_of(table: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], list[_Edge]]:
+    """Each (source, trigger, destination) of a table with its edges, in the table's order."""
+    found: dict[tuple[str, str, str], list[_Edge]] = {}
+    for transition in table:
+        for src in _names(transition["source"]):
+            dst = str(transition.get("dest", src))
+            edge = _Edge(
+                src,
+                str(transition["trigger"]),
+                dst,
+                _names(transition.get("conditions")),
+                _names(transition.get("unless")),
+                frozenset(_names(transition.get("before"))) & _LOGGED_CALLBACKS,
+                _alternative(transition),
+            )
+            found.setdefault((edge.src, edge.trigger, edge.dst), []).append(edge)
+    return found
+
+
+_ITEM_EDGES = _edges_of(ITEM_TRANSITIONS)
+_LOOP_EDGES = _edges_of(LOOP_TRANSITIONS)
+
+
+def _holds(edge: _Edge, facts: Mapping[str, bool]) -> bool | None:
+    """Whether ``edge``'s guards held, from what the trace says; None where it does not say."""
+    known = [facts.get(name) for name in edge.conditions]
+    known += [None if facts.get(name) is None else not facts[name] for name in edge.unless]
+    if False in known:
+        return False
+    return True if all(value is True for value in known) else None
+
+
+def _which(edges: list[_Edge], logged: frozenset[str], facts: Mapping[str, bool]) -> str:
+    """The alternative that fired among ``edges`` (one trigger, one pair of ends), or UNTOLD.
+
+    A callback that logs an event proves its edge ran (and its absence that it did not); of
+    the edges left, transitions takes the first whose guards hold, so an edge is the one when
+    its guards held and no earlier one's might have, or when it is the only one that might.
+    """
+    if len(edges) == 1:
+        return edges[0].alternative
+    possible = [edge for edge in edges if edge.logged == logged]
+    held = [(edge, _holds(edge, facts)) for edge in possible]
+    held = [(edge, holds) for edge, holds in held if holds is not False]
+    if held and (held[0][1] is True or len(held) == 1):
+        return held[0][0].alternative
+    return UNTOLD
+
+
 @attrs.frozen
 class _Visits:
     """What a trace shows one machine did: how often each edge fired, summed over its models."""
@@ -100,53 +191,97 @@ class _Visits:
     @property
     def states(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
-        for src, _trigger, dst, _actions in self.edges:
+        for src, _trigger, dst, _which in self.edges:
             seen[src] = seen[dst] = None
         return tuple(seen)
 
     def count(self, transition: Mapping[str, Any]) -> int:
         src = str(transition["source"])
-        key = (
-            src,
-            str(transition["trigger"]),
-            str(transition.get("dest", src)),
-            # Only callbacks a trace can prove ran tell edges with the same ends apart.
-            tuple(c for c in transition.get("before", ()) if c in _CALLBACK_EVIDENCE.values()),
-        )
-        return self.edges.get(key, 0)
+        key = (src, str(transition["trigger"]), str(transition.get("dest", src)))
+        return self.edges.get((*key, _alternative(transition)), 0)
+
+    def untold(self, transition: Mapping[str, Any], table: Mapping[Any, list[_Edge]]) -> int:
+        """The count of ``transition``'s trigger and ends whose edge the trace did not tell.
+
+        Given for the last of those edges only, so a merged arrow says it once.
+        """
+        src = str(transition["source"])
+        key = (src, str(transition["trigger"]), str(transition.get("dest", src)))
+        siblings = table.get(key, [])
+        if not siblings or siblings[-1].alternative != _alternative(transition):
+            return 0
+        return self.edges.get((*key, UNTOLD), 0)
 
 
 # --- transitions' diagram support, with actions and counts on the edges ----------------------
 
 
-def _edge_label(label: str, transition: Mapping[str, Any], visits: _Visits | None) -> str:
-    """Extend transitions' ``trigger [guard]`` label with ``/ action`` and, for a run, ``×N``."""
+def _edge_label(
+    label: str, transition: Mapping[str, Any], visits: _Visits | None, table: Mapping[Any, Any]
+) -> str:
+    """Extend transitions' ``trigger [guard]`` label with ``/ action`` and, for a run, ``×N``.
+
+    Where the trace cannot tell which of a trigger's edges between two states fired, their
+    count follows the last of them once: ``finish [a] | finish [b] (either ×2)``.
+    """
     actions = [*transition.get("before", ()), *transition.get("after", ())]
     if actions:
         label += " / " + ", ".join(actions)
-    fired = visits.count(transition) if visits is not None else 0
-    return f"{label} ×{fired}" if fired else label
+    if visits is None:
+        return label
+    fired = visits.count(transition)
+    label = f"{label} ×{fired}" if fired else label
+    untold = visits.untold(transition, table)
+    return f"{label} (either ×{untold})" if untold else label
 
 
 class _MermaidChartGraph(MermaidGraph):
     visits: _Visits | None = None
+    table: Mapping[Any, Any] = {}
 
     def _transition_label(self, tran: dict[str, Any]) -> str:
-        return _edge_label(super()._transition_label(tran), tran, self.visits)
+        return _edge_label(super()._transition_label(tran), tran, self.visits, self.table)
 
 
 class _GraphvizChartGraph(GraphvizGraph):
     visits: _Visits | None = None
+    table: Mapping[Any, Any] = {}
+    #: Whether the labels of edges that share an arrow are stacked, one a line (the page's
+    #: layout), rather than joined by `` | `` as transitions joins them.
+    stacked = False
 
     def _transition_label(self, tran: dict[str, Any]) -> str:
-        return _edge_label(super()._transition_label(tran), tran, self.visits)
+        return _edge_label(super()._transition_label(tran), tran, self.visits, self.table)
+
+    def _add_edges(self, transitions: list[dict[str, Any]], container: Any) -> None:
+        if not self.stacked:
+            super()._add_edges(transitions, container)
+            return
+        # transitions' own method, each label a line of its own (dot's \l ends one, left-aligned).
+        labels: dict[tuple[str, str], list[str]] = {}
+        for transition in transitions:
+            dst = transition.get("dest", transition["source"])
+            labels.setdefault((transition["source"], dst), []).append(
+                self._transition_label(transition)
+            )
+        # transitions' stubs type these loosely; they are the nested dicts _styles builds.
+        custom: Any = self.custom_styles["edge"]
+        looks: Any = self.machine.style_attributes.get("edge", {})
+        for (src, dst), texts in labels.items():
+            container.edge(
+                src,
+                dst,
+                label="".join(text + "\\l" for text in texts),
+                **looks.get(custom[src][dst], {}),
+            )
 
 
-def _styles(fmt: DiagramFormat, *, run: bool) -> dict[str, Any]:
+def _styles(fmt: DiagramFormat, *, run: bool, page: bool = False) -> dict[str, Any]:
     """Node and edge styles by name, in the shape ``GraphMachine.style_attributes`` has.
 
     For a run, ``visited`` marks a state it touched and ``previous`` (transitions' name for a
     taken edge) an edge it took. Mermaid takes CSS, and its state diagrams cannot style edges.
+    A page's chart has its edge labels in a smaller type, so it is narrower at natural size.
     """
     if fmt == "mermaid":
         nodes: dict[str, dict[str, str]] = {"default": {"fillcolor": "white", "color": "black"}}
@@ -165,7 +300,7 @@ def _styles(fmt: DiagramFormat, *, run: bool) -> dict[str, Any]:
             _VISITED: {"color": "blue", "fillcolor": "lightblue", "penwidth": "3"},
         },
         "edge": {
-            "default": {"color": "black"},
+            "default": {"color": "black", **({"fontsize": "11"} if page else {})},
             "previous": {"color": "blue", "fontcolor": "blue", "penwidth": "3"},
         },
     }
@@ -174,7 +309,7 @@ def _styles(fmt: DiagramFormat, *, run: bool) -> dict[str, Any]:
 class _ChartMachine(GraphMachine):
     """A model-less ``GraphMachine`` built from a chart: only ever drawn, never triggered."""
 
-    def __init__(self, chart: _Chart, fmt: DiagramFormat, *, run: bool) -> None:
+    def __init__(self, chart: _Chart, fmt: DiagramFormat, *, run: bool, page: bool = False) -> None:
         super().__init__(
             model=None,
             states=list(chart.states),
@@ -185,21 +320,27 @@ class _ChartMachine(GraphMachine):
             show_conditions=True,
             graph_engine="graphviz" if fmt == "dot" else "mermaid",
         )
-        # Only rankdir: transitions' "directed" and "strict" would land in dot as graph attributes.
-        self.machine_attributes = {"rankdir": "LR"}
-        self.style_attributes = _styles(fmt, run=run)
+        # Only layout: transitions' "directed" and "strict" would land in dot as graph attributes.
+        # A page is read at its natural size, so it is laid out top to bottom, narrower.
+        self.machine_attributes = {"rankdir": "TB" if page else "LR"}
+        self.style_attributes = _styles(fmt, run=run, page=page)
 
     def _init_graphviz_engine(self, graph_engine: str) -> type[BaseGraph]:
         return _GraphvizChartGraph if graph_engine == "graphviz" else _MermaidChartGraph
 
 
-def _draw(chart: _Chart, fmt: DiagramFormat, visits: _Visits | None = None) -> str:
-    machine = _ChartMachine(chart, fmt, run=visits is not None)
+def _draw(
+    chart: _Chart, fmt: DiagramFormat, visits: _Visits | None = None, *, page: bool = False
+) -> str:
+    machine = _ChartMachine(chart, fmt, run=visits is not None, page=page)
     graph = machine.graph_cls(machine)
     assert isinstance(graph, _MermaidChartGraph | _GraphvizChartGraph)
+    if isinstance(graph, _GraphvizChartGraph):
+        graph.stacked = page
     if visits is not None:
         graph.visits = visits
-        for src, _trigger, dst, _actions in visits.edges:
+        graph.table = chart.edges
+        for src, _trigger, dst, _which in visits.edges:
             graph.set_previous_transition(src, dst)
         # After the edges, which mark their sources "previous" as a side effect.
         for state in visits.states:
@@ -238,39 +379,106 @@ class EdgeCounts:
     """How often each item and loop edge fired, counted as a trace's events stream past.
 
     :func:`render_machines` reads a file with one; a reader that already streams the trace
-    (``show --html``) feeds its events to one and draws from it with ``counts=``.
+    (``show --html``) feeds its events to one and draws from it with ``counts=``. Where the
+    table has several edges with one trigger between two states (``finish`` to ``done`` when
+    the plan is settled, or after the unfinished reminder), what the trace says picks the one
+    that fired: the events a callback logs (``audit.reminder``), the done-check's outcome
+    (``loop.done_check``), whether this run was reminded of unfinished items, and the plan's
+    statuses (``plan.updated``). What it cannot tell is counted as :data:`UNTOLD`.
     """
 
     items: Counter[_EdgeKey] = attrs.field(factory=Counter)
     loop: Counter[_EdgeKey] = attrs.field(factory=Counter)
-    #: Callbacks the events since the last loop edge prove ran (see ``_CALLBACK_EVIDENCE``).
-    evidence: list[str] = attrs.field(factory=list)
+    #: Logged callbacks the events since the last loop edge prove ran.
+    evidence: set[str] = attrs.field(factory=set)
+    #: The last done-check since the last loop edge: passed or not (None: none ran).
+    done_check: bool | None = None
+    #: This run's state as the guards read it.
+    reminded: bool = False
+    settle_plan: bool | None = None
+    shared: bool = False
+    statuses: dict[str, str] | None = None
 
     def feed(self, record: Mapping[str, Any]) -> None:
         """Count one event; ``ValueError`` for an edge without string src, trigger and dst."""
         event = record.get("event")
         if event == "plan.transition":
-            self.items[(*_edge_of(record), ())] += 1
+            edge = _edge_of(record)
+            self.items[(*edge, _which(_ITEM_EDGES.get(edge, []), frozenset(), {}))] += 1
         elif event == "loop.transition":
-            self.loop[(*_edge_of(record), tuple(self.evidence))] += 1
-            self.evidence = []
-        elif isinstance(event, str) and event in _CALLBACK_EVIDENCE:
-            self.evidence.append(_CALLBACK_EVIDENCE[event])
+            edge = _edge_of(record)
+            which = _which(_LOOP_EDGES.get(edge, []), frozenset(self.evidence), self._facts())
+            self.loop[(*edge, which)] += 1
+            self.reminded = self.reminded or "remind_unfinished" in self.evidence
+            self.evidence, self.done_check = set(), None
+        elif event == "audit.reminder":
+            unfinished = record.get("reason") == "unfinished"
+            self.evidence.add("remind_unfinished" if unfinished else "remind")
+        elif event == "loop.done_check":
+            passed = record.get("passed")
+            self.done_check = passed if isinstance(passed, bool) else record.get("exit_code") == 0
+        elif event == "plan.updated":
+            self._plan(record)
+        elif event == "run.started":
+            settings, plan = record.get("settings"), record.get("plan")
+            settle = settings.get("settle_plan") if isinstance(settings, Mapping) else None
+            self.settle_plan = settle if isinstance(settle, bool) else None
+            self.shared = isinstance(plan, Mapping) and plan.get("shared") is not None
+            self.reminded, self.evidence, self.done_check = False, set(), None
+
+    def _plan(self, record: Mapping[str, Any]) -> None:
+        items = record.get("items")
+        if not isinstance(items, list):
+            return
+        self.statuses = {
+            str(item.get("id")): str(item.get("status", "pending"))
+            for item in items
+            if isinstance(item, Mapping)
+        }
+
+    def _facts(self) -> dict[str, bool]:
+        """The guards the trace tells the value of, as they stood before this edge."""
+        facts = {
+            "unfinished_reminded": self.reminded,
+            "unfinished_reminder_left": not self.reminded,
+            # The check is reset on entering call_model: none since means none to fail.
+            "done_check_passes": self.done_check is not False,
+        }
+        if self.settle_plan is False:
+            facts["plan_settled"] = True
+        elif self.settle_plan and not self.shared and self.statuses is not None:
+            # A shared board's statuses change under other agents without this trace saying.
+            finished = ("completed", "cancelled")
+            facts["plan_settled"] = all(s in finished for s in self.statuses.values())
+        return facts
 
     def visits(self) -> tuple[_Visits, _Visits]:
         return _Visits(dict(self.items)), _Visits(dict(self.loop))
 
-    def fired(self) -> dict[str, list[tuple[str, str, str, int]]]:
-        """Per machine, each edge that fired as ``(src, trigger, dst, times)``, in firing order."""
-        found: dict[str, list[tuple[str, str, str, int]]] = {}
-        for name, counter in (("item", self.items), ("loop", self.loop)):
-            merged: Counter[tuple[str, str, str]] = Counter()
-            for (src, trigger, dst, _actions), times in counter.items():
-                merged[(src, trigger, dst)] += times
+    def fired(self) -> dict[str, list[tuple[str, str, str, str, int]]]:
+        """Per machine, each edge that fired as ``(src, trigger, dst, alternative, times)``.
+
+        In firing order. ``alternative`` is empty where the table has one edge with that
+        trigger and ends, ``(no guard)`` for the plain one of several, and :data:`UNTOLD`
+        where there are several and the trace did not say which.
+        """
+        found: dict[str, list[tuple[str, str, str, str, int]]] = {}
+        for name, counter, table in (
+            ("item", self.items, _ITEM_EDGES),
+            ("loop", self.loop, _LOOP_EDGES),
+        ):
             found[name] = [
-                (src, trigger, dst, times) for (src, trigger, dst), times in merged.items()
+                (src, trigger, dst, _named(which, len(table.get((src, trigger, dst), ()))), times)
+                for (src, trigger, dst, which), times in counter.items()
             ]
         return found
+
+
+def _named(which: str, siblings: int) -> str:
+    """How a table of a run's edges names one: only where several share trigger and ends."""
+    if siblings < 2:
+        return ""
+    return which or "(no guard)"
 
 
 def _edge_of(record: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -386,12 +594,15 @@ def render_machines(
     *,
     trace: Path | None = None,
     counts: EdgeCounts | None = None,
+    page: bool = False,
 ) -> dict[str, str]:
     """One document per machine, by name (``item``, ``loop``): each parses on its own.
 
-    ``counts`` (edges counted already) stands for reading ``trace``. Writing dot source needs
-    the graphviz Python package (a dependency), not the ``dot`` program; only
-    :func:`render_image` and :func:`render_svg` run that.
+    ``counts`` (edges counted already) stands for reading ``trace``. ``page`` lays a chart out
+    to be read at its natural size in a page: top to bottom, the labels of the edges that
+    share an arrow one a line, in a smaller type (dot only; ``statecharts/`` is not drawn so).
+    Writing dot source needs the graphviz Python package (a dependency), not the ``dot``
+    program; only :func:`render_image` and :func:`render_svg` run that.
     """
     if machine not in ("item", "loop", "all"):
         raise DiagramError(f"unknown machine {machine!r}; use item, loop or all")
@@ -407,9 +618,9 @@ def render_machines(
         item_visits, loop_visits = _read_trace(trace)
     documents = {}
     if machine in ("item", "all"):
-        documents["item"] = _draw(_item_chart(), fmt, item_visits)
+        documents["item"] = _draw(_item_chart(), fmt, item_visits, page=page)
     if machine in ("loop", "all"):
-        documents["loop"] = _draw(_loop_chart(), fmt, loop_visits)
+        documents["loop"] = _draw(_loop_chart(), fmt, loop_visits, page=page)
     return documents
 
 
@@ -543,7 +754,12 @@ between the same two states share one arrow, their labels joined by `|`.
 
 To see one run, `orchestrator diagram --trace TRACE` draws the same charts with the states and
 edges that run visited highlighted and each edge that fired labelled with its count
-(`pause ×2`), summed over all items for the item machine.
+(`pause ×2`), summed over all items for the item machine. Where several edges share a trigger
+and both ends (`finish` to `done` through `plan_settled` or `unfinished_reminded`), the count
+goes on the one that fired, as the trace tells it: the reminder an edge's callback logged, the
+done-check's outcome, whether the run was reminded of unfinished items, the plan's statuses.
+Where the trace cannot tell (a shared board's plan changes under other agents), their count is
+said once after them: `finish [plan_settled] | finish [unfinished_reminded] (either ×1)`.
 
 ## Item machine
 

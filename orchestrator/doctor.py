@@ -273,14 +273,22 @@ def _mcp_servers_start(workdir: Path, config: Config, say: Callable[[str], None]
     from orchestrator.trust import TrustError, TrustStore, trust_file
 
     try:
-        trusted = TrustStore(trust_file()).trusts(workdir)
+        store = TrustStore(trust_file())
+        trusted = store.trusts(workdir)
+        record = store.record(workdir)
         servers = load_servers(workdir, user_config_path(), trusted=trusted)
     except (McpConfigError, TrustError) as error:
         say(f"mcp servers: {error}")
         return False
     if not servers:
         return True
-    statuses = check_servers(servers, trusted=trusted, timeout=config.mcp_timeout)
+    statuses = check_servers(
+        servers,
+        trusted=trusted,
+        timeout=config.mcp_timeout,
+        workdir=workdir.resolve(),
+        trusted_files=record.files if record is not None else {},
+    )
     hint = UNTRUSTED_HINT.format(workdir=shlex.quote(str(workdir)))
     for status in statuses:
         say("mcp server " + "\n".join(status.lines(untrusted_hint=hint)))

@@ -59,10 +59,13 @@ def print_transcript(
 def _event_lines(event: Mapping[str, Any], *, full: bool) -> Iterator[str]:
     name = event.get("event")
     if name == "run.started":
-        yield (
-            f"══ run {event.get('run_id', '?')} started {event.get('ts', '')} "
-            f"· model {event.get('model', '?')}"
-        )
+        # ``model`` is the client's kind (anthropic, scripted:NAME); the model asked for is a
+        # setting: both say how the run was answered.
+        settings = event.get("settings")
+        asked = settings.get("model") if isinstance(settings, Mapping) else None
+        client = event.get("model", "?")
+        shown = f"{asked} ({client})" if asked and asked != client else str(client)
+        yield f"══ run {event.get('run_id', '?')} started {event.get('ts', '')} · model {shown}"
         if event.get("task"):
             yield f"task: {event['task']}"
     elif name == "model.request":

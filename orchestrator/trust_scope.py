@@ -3,8 +3,9 @@
 The trust question a terminal asks, ``orchestrator trust --show`` and ``orchestrator hooks`` all
 read one :class:`TrustScope`: the project's ``orchestrator.toml`` and ``.mcp.json`` (with their
 digests), the settings of that file that need trust, the MCP servers it would start (command and
-arguments), the hooks in effect by event (marked when they run outside the sandbox), and the
-files those hooks name inside the folder, whose digests the trust record keeps.
+arguments), the hooks in effect by event (marked when they run outside the sandbox), and what
+those hooks and servers run from the folder (:mod:`orchestrator.pinning`), whose digests the
+trust record keeps, with those that cannot run for it.
 """
 
 from __future__ import annotations
@@ -18,10 +19,35 @@ import attrs
 
 from orchestrator.config import CONFIG_FILE, UntrustedConfig, load_config, user_config_path
 from orchestrator.hooks import Hook, load_hooks
-from orchestrator.hooks.scripts import digests, file_digest, named_files
 from orchestrator.inert import inert
-from orchestrator.tools.mcp_config import MCP_JSON, McpServerConfig, load_servers
+from orchestrator.pinning import ABSENT, merged, pin_problem, shown, state
+from orchestrator.tools.mcp_config import MCP_JSON, McpServerConfig, load_servers, server_reading
 from orchestrator.trust import TrustStore
+
+
+@attrs.frozen
+class Pinned:
+    """One command the folder's files start, and what it runs from the folder."""
+
+    #: ``PreToolUse hook `./check.sh``` or ``MCP server notes``.
+    what: str
+    #: It runs with the user's rights (an ``outside`` hook, any MCP server).
+    outside: bool
+    #: What it runs from the folder: relative path → sha256, or ``absent``.
+    pins: Mapping[str, str] = attrs.field(factory=dict)
+    #: Why it may not run with the user's rights ("" when all it runs is pinned).
+    refusal: str = ""
+
+    def lines(self, trusted: Mapping[str, str] | None) -> list[str]:
+        """What ``trust --show`` says of it (inert); ``trusted``: the record's files, if any."""
+        lines = []
+        for name, now in self.pins.items():
+            recorded = None if trusted is None else trusted.get(name)
+            note = "" if recorded in (None, now) else "  (changed since it was trusted)"
+            lines.append(f"pins {name}  {shown(now)}{note}  ({self.what})")
+        if self.refusal:
+            lines.append(f"does not run the {self.what}: {self.refusal}")
+        return [inert(line.replace("\n", "\\n")) for line in lines]
 
 
 @attrs.frozen
@@ -37,8 +63,13 @@ class TrustScope:
     servers: tuple[McpServerConfig, ...] = ()
     #: Every hook in effect here: the user's and the project's, skipped ones too.
     hooks: tuple[Hook, ...] = ()
-    #: The files the hooks name inside the folder (relative path → digest now).
-    scripts: Mapping[str, str] = attrs.field(factory=dict)
+    #: What each hook and server runs from the folder.
+    pinned: tuple[Pinned, ...] = ()
+
+    @property
+    def scripts(self) -> dict[str, str]:
+        """What the hooks and servers run from the folder (relative path → state now)."""
+        return merged(pinned.pins for pinned in self.pinned)
 
     @property
     def project_hooks(self) -> tuple[Hook, ...]:
@@ -65,9 +96,15 @@ class TrustScope:
         lines = [f"{names} would have this run:"]
         if self.settings:
             lines.append(f"  set {', '.join(self.settings)}")
-        if self.scripts:
-            lines.append(inert(f"  trust, by digest, the hook scripts {', '.join(self.scripts)}"))
+        files = [name for name, state in self.scripts.items() if state != ABSENT]
+        if files:
+            lines.append(inert(f"  trust, by digest, the files they run: {', '.join(files)}"))
         lines.extend(f"  start {line}" for line in self.commands())
+        lines.extend(
+            inert(f"  not run: the {pinned.what}: {pinned.refusal}")
+            for pinned in self.pinned
+            if pinned.refusal and pinned.outside
+        )
         if changed:
             lines.append("It changed since you trusted this folder.")
         lines.append(f"Do you trust the files in this folder ({self.folder})?")
@@ -95,17 +132,26 @@ def trust_scope(
     except UntrustedConfig as error:
         widened = tuple(error.names)
     files = tuple(
-        (folder / name, file_digest(folder / name))
+        (folder / name, state(folder / name))
         for name in (CONFIG_FILE, MCP_JSON)
         if (folder / name).is_file()
     )
-    servers = tuple(s for s in load_servers(folder, user_config_path()) if s.project)
+    every_server = load_servers(folder, user_config_path())
+    servers = tuple(s for s in every_server if s.project)
     hooks = load_hooks([(user_config_path(), False), (folder / CONFIG_FILE, True)])
-    scripts: dict[str, str] = {}
-    for hook in hooks:
-        if hook.runs:
-            scripts.update(digests(named_files(hook.shell_command(folder), folder).inside, folder))
-    return TrustScope(folder, files, widened, servers, hooks, scripts)
+    pinned = [_hook_pinned(hook, folder) for hook in hooks if hook.runs]
+    for server in every_server:
+        reading = server_reading(server, folder)
+        if reading is not None:
+            what = f"MCP server {server.name}"
+            pinned.append(Pinned(what, True, reading.pins(folder), reading.refusal))
+    return TrustScope(folder, files, widened, servers, hooks, tuple(pinned))
+
+
+def _hook_pinned(hook: Hook, folder: Path) -> Pinned:
+    reading = hook.reading(folder)
+    refusal = reading.refusal if hook.outside else ""
+    return Pinned(f"{hook.event} hook `{hook.shown}`", hook.outside, reading.pins(folder), refusal)
 
 
 def hook_rows(scope: TrustScope, store: TrustStore) -> list[dict[str, Any]]:
@@ -116,16 +162,15 @@ def hook_rows(scope: TrustScope, store: TrustStore) -> list[dict[str, Any]]:
     seen = record.files if record is not None else {}
     rows: list[dict[str, Any]] = []
     for hook in scope.hooks:
-        scripts = digests(named_files(hook.shell_command(folder), folder).inside, folder)
-        changed = [name for name, digest in scripts.items() if seen.get(name, digest) != digest]
-        unseen = [name for name in scripts if name not in seen]
+        pinned = _hook_pinned(hook, folder)
         why = hook.skipped
         if not why and hook.project and not trusted:
             why = "the folder is not trusted (orchestrator trust)"
-        if not why and changed:
-            why = f"{', '.join(changed)} changed since the folder was trusted"
-        if not why and hook.outside and unseen:
-            why = f"{', '.join(unseen)} in the folder was not trusted (orchestrator trust)"
+        if not why and pinned.refusal:
+            why = pinned.refusal
+        if not why:
+            problem = pin_problem(pinned.pins, folder, trusted=seen, outside=hook.outside)
+            why = f"{problem} (orchestrator trust)" if problem else ""
         rows.append(
             {
                 "event": hook.event,
@@ -137,7 +182,7 @@ def hook_rows(scope: TrustScope, store: TrustStore) -> list[dict[str, Any]]:
                 "outside": hook.outside,
                 "runs": not why,
                 "why": why,
-                "scripts": scripts,
+                "scripts": dict(pinned.pins),
             }
         )
     return rows

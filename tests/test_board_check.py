@@ -14,6 +14,7 @@ import attrs
 import pytest
 
 from orchestrator.board.check import check_log
+from orchestrator.board.inputs import person
 from orchestrator.board.store import BoardItem, LogEntry
 from orchestrator.board.stores import open_store, parse_url, sqlite_url
 from orchestrator.plan import Status
@@ -107,7 +108,8 @@ def test_a_check_run_before_the_last_start_does_not_count(url: str) -> None:
         url,
         "UPDATE board_items SET status = 'completed' WHERE id = '5'",
         "INSERT INTO board_log (seq, ts, agent, item, src, dst, trigger) SELECT MAX(seq) + 1, "
-        "'t', 'erin', '5', 'in_progress', 'completed', 'complete' FROM board_log",
+        "'2025-01-01T10:00:00+00:00', 'erin', '5', 'in_progress', 'completed', 'complete' "
+        "FROM board_log",
     )
     assert "#5 completed without a passing run" in _failed(url)
 
@@ -153,3 +155,52 @@ def test_an_old_log_without_checks_reads_sensibly() -> None:
     later = [attrs.evolve(entry, seq=entry.seq + 1) for entry in (start, complete)]
     violation = check_log([old_add, edit, *later], [done], checks={"1": "make test"})
     assert violation is not None and "#1 completed without a passing run" in str(violation)
+
+
+def test_a_checks_setter_changed_by_hand_is_named(url: str) -> None:
+    # Who set a check decides who may cancel the item: an agent may cancel its own check's
+    # item, never a person's. The log records who set each check.
+    _sql(url, "UPDATE board_checks SET set_by = 'mallory' WHERE item = '5'")
+    assert f"#5's check was set by mallory in the store; the log says {person()}" in _failed(url)
+
+
+def test_a_log_line_that_names_no_agent_is_named(url: str) -> None:
+    _sql(url, "UPDATE board_log SET agent = NULL WHERE seq = 6")  # alice's start of #1
+    assert "log line seq 6: #1: a start line that names no agent" in _failed(url)
+    _sql(url, "UPDATE board_log SET agent = 'alice' WHERE seq = 6")
+    cancelled = board("cancel", url, "5")
+    assert cancelled.code == 0
+    _sql(url, "UPDATE board_log SET agent = NULL WHERE trigger = 'cancel'")
+    assert "#5: a cancel line that names no agent" in _failed(url)
+
+
+def test_a_time_that_is_not_one_is_named(url: str) -> None:
+    _sql(url, "UPDATE board_log SET ts = 'garbage' WHERE seq = 7")
+    done = board("check", url)
+    assert done.one_line_error, done  # a row no version writes: malformed, as in every reader
+    assert "log line seq 7: the store's row is malformed (its ts is garbage, not a time)" in (
+        done.err
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "fragment"),
+    [
+        ("UPDATE board_items SET position = -5 WHERE id = '2'", "#2's position in the store is -5"),
+        ("UPDATE board_items SET position = 1 WHERE id = '2'", "#2's position in the store (1) is"),
+        (
+            "UPDATE board_items SET position = 9 WHERE id = '1'",
+            "#2's position in the store (2) is not after #1's (9), which the log added before it",
+        ),
+    ],
+)
+def test_a_position_out_of_the_logs_order_is_named(url: str, statement: str, fragment: str) -> None:
+    # A position decides which item the next claim takes: it must follow the order the log
+    # added the items in.
+    _sql(url, statement)
+    assert fragment in _failed(url)
+
+
+def test_a_check_for_an_item_not_on_the_board_is_named(url: str) -> None:
+    _sql(url, "INSERT INTO board_checks (item, command, set_by) VALUES ('9', 'true', NULL)")
+    assert "the store holds a check for #9, which is not on the board" in _failed(url)

@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
 from click.testing import CliRunner
 
 from orchestrator.board.inputs import person
-from orchestrator.board.stores import open_store, parse_url, sqlite_url
+from orchestrator.board.store import SqlBoardStore
+from orchestrator.board.stores import NoBoard, open_existing, open_store, parse_url, sqlite_url
 from orchestrator.cli import main
 
 
@@ -210,6 +216,11 @@ def test_unopenable_paths_fail_at_once(tmp_path: Path, monkeypatch: pytest.Monke
         (("complete", "URL", "1", "--agent", "bob"), "held by alice"),
         (("complete", "URL", "3", "--agent", "alice"), "item #3 is pending"),
         (("release", "URL", "1"), "give --agent NAME"),
+        (("release", "URL", "1", "--force", "--agent", "alice"), "--agent and --force: choose one"),
+        (("add", "URL", "x" * 2001), "the item text is 2,001 characters long; at most 2,000"),
+        (("add", "URL", "x", "--check", "y" * 2001), "--check: the check command is 2,001 char"),
+        (("edit", "URL", "2", "--text", "x" * 100_000), "--text: the item text is 100,000 char"),
+        (("add", "URL", "x", "--blocked-by", "9"), "--blocked-by 9: no item #9 on this board"),
         (("release", "URL", "1", "--agent", "bob"), "board release --force"),
         (("cancel", "URL", "9"), "no item #9"),
     ],
@@ -244,46 +255,235 @@ def test_a_run_on_a_shared_board_takes_the_same_names_and_leases(
     assert state(url) == before
 
 
-def test_a_lease_is_never_shown_as_infinity(url: str) -> None:
-    claimed = board("claim", url, "--agent", "alice", "--lease", "1e308", "--json")
-    assert claimed.code == 0
-    assert json.loads(claimed.out)["lease_s"] > 0
+def test_a_lease_is_at_most_a_day_and_never_shown_as_infinity(url: str) -> None:
+    for lease in ("1e308", "86401"):
+        refused = board("claim", url, "--agent", "bob", "--lease", lease)
+        assert refused.one_line_error, refused
+        assert "at most 86400 (24 h)" in refused.err
+    claimed = board("claim", url, "--agent", "alice", "--lease", "86400", "--json")
+    assert claimed.code == 0, claimed.err
+    assert 86_000 < json.loads(claimed.out)["lease_s"] <= 86_400
     assert "Infinity" not in board("show", url, "--json").out
 
 
-def _tamper(url: str, statement: str, *params: object) -> None:
-    path = parse_url(url).dialect.path
+@pytest.mark.parametrize("command", ["run", "work", "team"])
+def test_every_front_end_caps_a_lease_by_the_boards_rule(
+    url: str, tmp_path: Path, command: str
+) -> None:
+    # run, work and team read --lease through the one `lease` setting, which asks the board's
+    # own rule (orchestrator.board.inputs.lease_problem).
+    before = state(url)
+    args = {
+        "run": ("run", "Work the board", "--board", url, "--agent", "alice"),
+        "work": ("work", url, "--agent", "alice"),
+        "team": ("team", "Plan it", "--scripted"),
+    }[command]
+    done = orchestrator(*args, "--workdir", str(tmp_path), "--lease", "1e308")
+    assert done.one_line_error, done
+    assert "at most 86400 (24 h)" in done.err
+    assert state(url) == before
+
+
+def _rows(path: Path) -> list[tuple[object, ...]]:
+    """Every row of every table, as stored: what a refusal must leave as it was."""
     with sqlite3.connect(path) as connection:
-        connection.execute(statement, params)
+        query = "SELECT name FROM sqlite_master WHERE type = 'table'"
+        tables = [row[0] for row in connection.execute(query)]
+        rows = [
+            (table, *row)
+            for table in sorted(tables)
+            if not table.startswith("sqlite_")
+            for row in connection.execute(f'SELECT * FROM "{table}"')
+        ]
     connection.close()
+    return rows
 
 
-@pytest.mark.parametrize(
-    ("statement", "fragment"),
-    [
-        ("UPDATE board_items SET status = 'done' WHERE id = '2'", "item #2: the store's row"),
-        ("UPDATE board_items SET blocked_by = 'oops' WHERE id = '2'", "item #2: the store's row"),
-        ("UPDATE board_items SET text = x'00ff' WHERE id = '2'", "item #2: the store's row"),
-        ("UPDATE board_items SET lease_until = 9e999 WHERE id = '1'", "not a finite time"),
-        ("UPDATE board_items SET owner = 'a' || char(10) || 'b' WHERE id = '1'", "item #1"),
-        ("UPDATE board_log SET agent = x'00' WHERE seq = 2", "log line seq 2"),
-        ("UPDATE board_log SET blocked_by = '{' WHERE seq = 2", "log line seq 2"),
-        ("UPDATE board_log SET exit_code = 'passed' WHERE seq = 4", "log line seq 4"),
-    ],
-)
-def test_a_malformed_row_is_one_line_naming_it(url: str, statement: str, fragment: str) -> None:
-    _tamper(url, statement)
-    verbs: list[tuple[str, ...]] = [("check", url), ("check", url, "--json")]
-    if "board_log" in statement:
-        verbs.append(("log", url))
-    else:
-        tampered = statement.rsplit("'", 2)[-2]  # the id in WHERE id = '…'
-        claim = ("claim", url, tampered, "--agent", "carol")
-        verbs += [("show", url), ("show", url, "--json"), claim]
-    for args in verbs:
-        done = board(*args)
-        assert done.one_line_error, (args, done)
-        assert fragment in done.err, (args, done.err)
+@pytest.fixture(scope="module")
+def worked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A board file: #1 pending with a person's check (a failed run of it logged), #2 blocked
+    by #1, #3 held by alice. Its log: seq 1-3 the adds, 4 alice's start, 5 the check run."""
+    path = tmp_path_factory.mktemp("worked") / "board.db"
+    with open_store(str(path)) as store:
+        store.add("Write the API", agent="person:ann", check="make api")
+        store.add("Write the UI", agent="person:ann", blocked_by=["1"])
+        store.add("Write the docs", agent="person:ann")
+        store.claim("alice", item_id="3", lease=3600)
+        store.record_check("1", agent="alice", command="make api", exit_code=1, duration_s=0.5)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["board.db"]  # all in one file
+    return path
+
+
+#: Every verb of `board`, with T for the item it acts on.
+_VERBS: dict[str, tuple[str, ...]] = {
+    "claim": ("claim", "URL", "--agent", "bob"),
+    "claim ID": ("claim", "URL", "T", "--agent", "bob"),
+    "complete": ("complete", "URL", "T", "--agent", "alice"),
+    "release": ("release", "URL", "T", "--agent", "alice"),
+    "release --force": ("release", "URL", "T", "--force"),
+    "cancel": ("cancel", "URL", "T"),
+    "edit": ("edit", "URL", "T", "--text", "New words"),
+    "add": ("add", "URL", "New", "--blocked-by", "T"),
+    "show": ("show", "URL"),
+    "show --json": ("show", "URL", "--json"),
+    "log": ("log", "URL"),
+    "check": ("check", "URL"),
+}
+_LOG_READERS = {"log", "check"}
+_ITEM = "the store's row is malformed"
+
+
+@attrs.frozen
+class Malformed:
+    """A hand edit that leaves a row no version of the store writes, and who must name it."""
+
+    sql: str
+    #: The item the verbs act on.
+    target: str
+    #: What the one line must say.
+    fragment: str
+    #: The verbs whose answer does not depend on the row: they must answer as on the clean board.
+    unaffected: frozenset[str] = frozenset({"log"})
+
+
+def _item_case(sql: str, target: str, what: str, *unaffected: str) -> Malformed:
+    return Malformed(
+        sql, target, f"item #{target}: {_ITEM} ({what}", frozenset({"log", *unaffected})
+    )
+
+
+def _check_case(sql: str, what: str) -> Malformed:
+    # A check is read by the verbs that decide by it (cancel: who set it; edit) and the readers.
+    reads = {"cancel", "edit", "show", "show --json", "check"}
+    return Malformed(sql, "1", f"item #1's check: {_ITEM} ({what}", frozenset(_VERBS) - reads)
+
+
+def _log_case(column: str, value: str, seq: int) -> Malformed:
+    sql = f"UPDATE board_log SET {column} = {value} WHERE seq = {seq}"
+    return Malformed(sql, "1", f"log line seq {seq}: {_ITEM}", frozenset(_VERBS) - _LOG_READERS)
+
+
+_ITEMS = "UPDATE board_items SET"
+_CHECKS = "UPDATE board_checks SET"
+_MALFORMED = {
+    "status": _item_case(f"{_ITEMS} status = 'bogus' WHERE id = '1'", "1", "its status is bogus"),
+    "status, bytes": _item_case(f"{_ITEMS} status = x'01' WHERE id = '1'", "1", "its status is b"),
+    "owner, a line break": _item_case(
+        f"{_ITEMS} owner = 'a' || char(10) || 'b' WHERE id = '3'", "3", "its owner is", "claim"
+    ),
+    "owner of a pending item, bytes": _item_case(
+        f"{_ITEMS} owner = x'00' WHERE id = '1'", "1", "its owner is b"
+    ),
+    "owner missing in progress": _item_case(
+        f"{_ITEMS} owner = NULL WHERE id = '3'", "3", "it is in_progress without an owner"
+    ),
+    "lease, text": _item_case(
+        f"{_ITEMS} lease_until = 'abc' WHERE id = '3'", "3", "its lease is abc, not a finite time"
+    ),
+    "lease, infinite": _item_case(
+        f"{_ITEMS} lease_until = 9e999 WHERE id = '3'", "3", "its lease is inf"
+    ),
+    "lease missing in progress": _item_case(
+        f"{_ITEMS} lease_until = NULL WHERE id = '3'", "3", "it is in_progress without a lease"
+    ),
+    "lease of a pending item": _item_case(
+        f"{_ITEMS} lease_until = 'abc' WHERE id = '1'", "1", "its lease is abc"
+    ),
+    "position, text": _item_case(
+        f"{_ITEMS} position = 'abc' WHERE id = '1'", "1", "its position is abc"
+    ),
+    "position, a fraction": _item_case(
+        f"{_ITEMS} position = 1.5 WHERE id = '1'", "1", "its position is 1.5"
+    ),
+    "blocked_by, not JSON": _item_case(
+        f"{_ITEMS} blocked_by = 'oops' WHERE id = '2'", "2", "blocked_by is oops", "claim"
+    ),
+    "blocked_by, an item not there": _item_case(
+        f"{_ITEMS} blocked_by = '[\"99\"]' WHERE id = '2'",
+        "2",
+        "it waits on #99, which is not on the board",
+        # Adding an item that waits on #2 and claiming the first ready one (#1) do not read
+        # what #2 waits on.
+        "claim",
+        "add",
+    ),
+    "blocked_by, itself": _item_case(
+        f"{_ITEMS} blocked_by = '[\"2\"]' WHERE id = '2'", "2", "it waits on itself", "claim"
+    ),
+    "text, bytes": _item_case(f"{_ITEMS} text = x'00ff' WHERE id = '1'", "1", "its text is b"),
+    "text, empty": _item_case(f"{_ITEMS} text = '' WHERE id = '1'", "1", "its text is ''"),
+    "check command, empty": _check_case(
+        f"{_CHECKS} command = '' WHERE item = '1'", "its command is ''"
+    ),
+    "check command, bytes": _check_case(
+        f"{_CHECKS} command = x'00' WHERE item = '1'", "its command is b"
+    ),
+    "check set_by, a control character": _check_case(
+        f"{_CHECKS} set_by = 'ann' || char(7) WHERE item = '1'", "its set_by is 'ann\\x07'"
+    ),
+    "check set_by, bytes": _check_case(
+        f"{_CHECKS} set_by = x'00' WHERE item = '1'", "its set_by is b"
+    ),
+    "log ts": _log_case("ts", "'garbage'", 4),
+    "log agent, bytes": _log_case("agent", "x'00'", 4),
+    "log agent, a control character": _log_case("agent", "'al' || char(27) || 'ice'", 4),
+    "log item": _log_case("item", "''", 4),
+    "log src": _log_case("src", "'bogus'", 4),
+    "log dst": _log_case("dst", "'bogus'", 4),
+    "log trigger": _log_case("trigger", "'bogus'", 4),
+    "log text": _log_case("text", "x'00'", 1),
+    "log blocked_by": _log_case("blocked_by", "'{'", 2),
+    "log check_command": _log_case("check_command", "x'00'", 5),
+    "log exit_code": _log_case("exit_code", "'passed'", 5),
+    "log duration_s": _log_case("duration_s", "'slow'", 5),
+    "log flag": _log_case("flag", "'seq'", 4),
+    "a counter": Malformed(
+        "UPDATE board_meta SET value = 'x' WHERE key = 'next_id'",
+        "1",
+        "the board's meta table: the store's row is malformed (its next_id counter is x)",
+        frozenset(_VERBS) - {"add"},
+    ),
+}
+
+
+def _untimed(out: str) -> str:
+    """``out`` without the seconds a lease has left (they tick between two runs)."""
+    return re.sub(r'"lease_s": [0-9.]+', '"lease_s": …', out.replace("/bad/", "/clean/"))
+
+
+def _verb(name: str, url: str, target: str) -> tuple[str, ...]:
+    return tuple({"URL": url, "T": target}.get(arg, arg) for arg in _VERBS[name])
+
+
+@pytest.mark.parametrize("case", sorted(_MALFORMED))
+def test_a_malformed_row_is_named_by_every_verb_that_reads_it(
+    worked: Path, tmp_path: Path, case: str
+) -> None:
+    # Each verb runs on a copy of the worked board as made and on a copy with one row made
+    # malformed by hand. A verb that reads the row says so in one line, exit 2, naming it,
+    # and changes nothing; every other verb gives the answer it gives on the clean board.
+    malformed = _MALFORMED[case]
+    for verb in _VERBS:
+        # One file name in two folders: outputs that name the board read the same.
+        clean, bad = tmp_path / verb / "clean" / "board.db", tmp_path / verb / "bad" / "board.db"
+        for path in (clean, bad):
+            path.parent.mkdir(parents=True)
+            shutil.copyfile(worked, path)
+        with sqlite3.connect(bad) as connection:
+            connection.execute(malformed.sql)
+        connection.close()
+        before = _rows(bad)
+        expected = board(*_verb(verb, sqlite_url(clean), malformed.target))
+        done = board(*_verb(verb, sqlite_url(bad), malformed.target))
+        if verb in malformed.unaffected:
+            assert (done.code, _untimed(done.out)) == (expected.code, _untimed(expected.out)), (
+                verb,
+                done,
+            )
+            continue
+        assert done.one_line_error, (verb, done)
+        assert malformed.fragment in done.err, (verb, done.err)
+        assert _rows(bad) == before, verb
 
 
 def test_a_persons_verbs_are_logged_as_the_person(url: str) -> None:
@@ -366,6 +566,117 @@ def test_add_reads_many_items_at_once(tmp_path: Path) -> None:
         assert state(address) == before  # all of them or, on a bad line, none
     mixed = board("add", address, "x", "--from", "-", stdin="y\n")
     assert mixed.one_line_error
+
+
+def test_add_from_names_the_line_of_a_refused_item(tmp_path: Path) -> None:
+    address = sqlite_url(tmp_path / "many.db")
+    assert board("add", address, "--from", "-", stdin='{"id": "docs", "text": "Docs"}\n').code == 0
+    before = state(address)
+    for lines, fragment in (
+        (
+            'First\n{"text": "x", "blocked_by": ["nope"]}\n',
+            "--from: line 2: blocked by #nope, but no item #nope is on the board or on an "
+            "earlier line",
+        ),
+        (
+            # An id given lets later lines name it, not earlier ones.
+            '{"text": "x", "blocked_by": ["api"]}\n{"id": "api", "text": "API"}\n',
+            "--from: line 1: blocked by #api",
+        ),
+        (
+            '{"id": "a", "text": "A"}\n\n{"id": "a", "text": "B"}\n',
+            "--from: line 3: the id a is given on line 1 too",
+        ),
+        ('One\n{"id": "docs", "text": "Docs again"}\n', "--from: line 2: item #docs exists"),
+        ("Fine\n" + "x" * 2001 + "\n", "--from: line 2: the item text is 2,001 characters"),
+        ('{"text": "x", "check": "' + "y" * 2001 + '"}\n', "--from: line 1: the check command"),
+    ):
+        refused = board("add", address, "--from", "-", stdin=lines)
+        assert refused.one_line_error, (lines, refused)
+        assert fragment in refused.err, (lines, refused.err)
+        assert "--blocked-by" not in refused.err and "--check:" not in refused.err
+        assert state(address) == before
+    longest = board("add", address, "x" * 2000)
+    assert longest.code == 0, longest.err
+
+
+def test_add_from_reads_a_bounded_line_and_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import orchestrator.cli.board as board_cli
+
+    address = sqlite_url(tmp_path / "b.db")
+    nul = tmp_path / "nul.txt"
+    nul.write_bytes(b"\0" * 100_000)  # one line with no end, as /dev/zero is
+    done = board("add", address, "--from", str(nul))
+    assert done.one_line_error, done
+    assert "--from: line 1 is longer than 32,000 characters" in done.err
+    monkeypatch.setattr(board_cli, "MAX_FROM_SIZE", 1_000)
+    many = tmp_path / "many.txt"
+    many.write_text("".join(f"item {n}\n" for n in range(200)), encoding="utf-8")
+    done = board("add", address, "--from", str(many))
+    assert done.one_line_error, done
+    assert "--from: more than 1,000 characters by line 124" in done.err
+    assert not (tmp_path / "b.db").exists()
+
+
+def test_add_from_dev_zero_is_one_line_not_a_killed_process(tmp_path: Path) -> None:
+    # The process boundary is the point: unbounded, this read eats memory until the kernel
+    # kills the process. A limit on its address space makes that quick and safe here.
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "board", "add", "b.db", "--from", "/dev/zero"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limited,
+        check=False,
+    )
+    assert done.returncode == 2, done
+    assert done.stderr.count("\n") == 1 and "longer than 32,000 characters" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+#: Every verb but add, which alone may start a board.
+_OPENERS = [name for name in _VERBS if name != "add"]
+
+
+@pytest.mark.parametrize("verb", _OPENERS)
+def test_every_verb_but_add_opens_an_existing_board_only(
+    url: str, monkeypatch: pytest.MonkeyPatch, verb: str
+) -> None:
+    import orchestrator.board.stores as stores
+
+    asked: list[bool] = []
+    real = stores.open_store
+
+    def recording(value: str, **options: Any) -> SqlBoardStore:
+        asked.append(options.get("create", True))
+        return real(value, **options)
+
+    monkeypatch.setattr(stores, "open_store", recording)
+    done = board(*_verb(verb, url, "1"))
+    assert "Traceback" not in done.err
+    assert asked == [False], (verb, asked)
+    asked.clear()
+    assert board("add", url, "more").code == 0
+    assert asked == [True]
+
+
+def test_open_existing_is_one_line_for_a_board_that_is_not_there(tmp_path: Path) -> None:
+    with pytest.raises(NoBoard) as missing:
+        open_existing(str(tmp_path / "typo.db"))
+    assert str(missing.value) == f"{tmp_path / 'typo.db'}: no board there (board add starts one)"
+    assert list(tmp_path.iterdir()) == []
+    made = sqlite_url(tmp_path / "made.db")
+    assert board("add", made, "x").code == 0
+    with open_existing(made) as store:
+        assert [item.text for item in store.items()] == ["x"]
 
 
 def test_every_verb_of_board_is_one_this_file_covers() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from orchestrator.board.check import check_log
 from orchestrator.board.shared import SharedBoard
+from orchestrator.board.store import StoreError
 from orchestrator.board.stores import open_store
 from orchestrator.plan import PlanError, TodoTool
 from orchestrator.script import parse_script
@@ -283,3 +285,57 @@ def test_a_check_an_agent_set_runs_only_where_this_agents_bash_may(
     assert done.is_error and "--deny-bash" in done.text, done.text
     assert "board complete --skip-check" in done.text
     assert (ran, status) == ([], {"1": "in_progress"})
+
+
+def test_a_malformed_row_is_a_tool_error_and_a_run_refuses_it_at_start(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    with open_store(url) as store:
+        store.add("Write the API", agent="lead")
+        store.add("Write the UI", agent="lead", blocked_by=["1"])
+    alice = _board(url, "alice")
+    registry = ToolRegistry([TodoTool(alice)])
+    assert "[ ] #1: Write the API" in alice.render()
+    with sqlite3.connect(tmp_path / "b.db") as connection:
+        connection.execute("UPDATE board_items SET status = 'bogus' WHERE id = '1'")
+    connection.close()
+    named = "item #1: the store's row is malformed (its status is bogus)"
+    with open_store(url) as store, pytest.raises(StoreError, match="its status is bogus"):
+        store.snapshot()
+    for call in (
+        {"items": [{"id": "2", "status": "in_progress"}], "merge": True},
+        {"items": [{"id": "3", "text": "Write the docs"}], "merge": True},
+    ):
+        result = registry.dispatch("todo", call)
+        assert result.is_error and result.text.startswith("Error:"), result
+        assert named in result.text and "the board did not change" in result.text
+    # A reminder or the opening plan shows the board as last read, and why it is not newer.
+    shown = alice.render()
+    assert "[ ] #1: Write the API" in shown and f"reading it now failed: {named}" in shown
+    alice.close()
+    with pytest.raises(StoreError, match="its status is bogus"):
+        _board(url, "bob")
+    with sqlite3.connect(tmp_path / "b.db") as connection:
+        assert connection.execute("SELECT COUNT(*) FROM board_log").fetchone() == (2,)
+    connection.close()
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    done = _orchestrator(
+        ["run", "Work the board", "--workdir", str(workdir), "--board", url, "--agent", "bob"],
+        tmp_path,
+        ANTHROPIC_API_KEY="test-key",
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",  # never reached: the board is refused first
+    )
+    assert done.returncode == 2, done
+    assert done.stderr.count("\n") == 1 and f"--board {named}" in done.stderr
+
+
+def test_the_models_text_on_a_shared_board_has_the_boards_cap(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    alice = _board(url, "alice")
+    registry = ToolRegistry([TodoTool(alice)])
+    too_long = registry.dispatch("todo", {"items": [{"id": "1", "text": "x" * 2001}]})
+    assert too_long.is_error and "2,001 characters long; at most 2,000" in too_long.text
+    assert alice.store.items() == ()
+    longest = registry.dispatch("todo", {"items": [{"id": "1", "text": "x" * 2000}]})
+    assert not longest.is_error, longest.text
+    alice.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import signal
 import sqlite3
@@ -26,6 +27,7 @@ from orchestrator.board.store import (
     LogEntry,
     NothingClaimable,
     SqlBoardStore,
+    StoreError,
     item_teams,
 )
 from orchestrator.board.stores import BoardUrlError, open_store, parse_url, sqlite_url
@@ -612,6 +614,7 @@ def test_a_store_made_before_schema_2_opens_upgraded_and_reads_as_it_did(
 
 def _schema_one_store(path: Path) -> None:
     """A board as the previous version made it: its tables, counters and log lines."""
+    ts = "2025-01-01T10:00:00.000000+00:00"  # the log's time, as the store writes one
     statements = (
         "CREATE TABLE board_meta (key TEXT PRIMARY KEY, value BIGINT NOT NULL)",
         "CREATE TABLE board_items (id TEXT PRIMARY KEY, position BIGINT NOT NULL, text TEXT "
@@ -627,14 +630,143 @@ def _schema_one_store(path: Path) -> None:
         "('2', 2, 'Test it', 'in_progress', 'bob', 9e15, '[\"1\"]')",
         "INSERT INTO board_checks VALUES ('2', 'make test')",
         "INSERT INTO board_log VALUES "
-        "(1, 't', NULL, '1', NULL, 'pending', 'add', 'Write it', '[]'), "
-        "(2, 't', NULL, '2', NULL, 'pending', 'add', 'Test it', '[\"1\"]'), "
-        "(3, 't', 'alice', '1', 'pending', 'in_progress', 'start', NULL, NULL), "
-        "(4, 't', 'alice', '1', 'in_progress', 'completed', 'complete', NULL, NULL), "
-        "(5, 't', 'bob', '2', 'pending', 'in_progress', 'start', NULL, NULL)",
+        f"(1, '{ts}', NULL, '1', NULL, 'pending', 'add', 'Write it', '[]'), "
+        f"(2, '{ts}', NULL, '2', NULL, 'pending', 'add', 'Test it', '[\"1\"]'), "
+        f"(3, '{ts}', 'alice', '1', 'pending', 'in_progress', 'start', NULL, NULL), "
+        f"(4, '{ts}', 'alice', '1', 'in_progress', 'completed', 'complete', NULL, NULL), "
+        f"(5, '{ts}', 'bob', '2', 'pending', 'in_progress', 'start', NULL, NULL)",
     )
     with sqlite3.connect(path) as connection:
         connection.execute("PRAGMA journal_mode=WAL")
         for statement in statements:
             connection.execute(statement)
     connection.close()
+
+
+# --- what the store refuses to hold, and rows it did not write -------------------------------
+
+
+def _by_hand(url: str, *statements: str) -> None:
+    """Edit a store as someone with the database would: SQL, outside the board's code."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(parse_url(url).dialect.path) as connection:
+            for statement in statements:
+                connection.execute(statement)
+        connection.close()
+        return
+    import psycopg
+
+    with psycopg.connect(parse_url(url).dialect.url, autocommit=True) as server:
+        for statement in statements:
+            server.execute(statement)
+
+
+def test_a_claim_with_nothing_to_claim_names_a_malformed_status(board_url: str) -> None:
+    # The new-user report: one item, its status edited by hand; claim said "all done" (or
+    # "1 pending item(s) wait on blockers" with a second item waiting on it).
+    with open_store(board_url) as store:
+        store.add("Write the API")
+    _by_hand(board_url, "UPDATE board_items SET status = 'bogus' WHERE id = '1'")
+    with open_store(board_url) as store:
+        with pytest.raises(StoreError, match=r"item #1: .*malformed \(its status is bogus\)"):
+            store.claim("b")
+        assert [entry.trigger for entry in store.log()] == ["add"]
+
+
+@pytest.mark.parametrize("lease", ["'NaN'", "'Infinity'", "'-Infinity'"])
+def test_a_lease_that_is_no_time_is_named_by_every_change(board_url: str, lease: str) -> None:
+    # PostgreSQL's DOUBLE PRECISION holds NaN and infinities (which never compare as expired);
+    # SQLite keeps the word as text. Either way the claim would be held for ever.
+    with open_store(board_url) as store:
+        store.add("Write the API")
+        store.add("Write the UI")
+        store.claim("alice", item_id="1")
+    _by_hand(board_url, f"UPDATE board_items SET lease_until = {lease} WHERE id = '1'")
+    with open_store(board_url) as store:
+        before = [entry.seq for entry in store.log()]
+        changes: list[Callable[[], object]] = [
+            lambda: store.claim("bob"),
+            lambda: store.add("More"),
+            lambda: store.complete("2", agent="bob"),
+            store.items,
+        ]
+        for change in changes:
+            with pytest.raises(StoreError, match=r"item #1: .*malformed \(its lease is "):
+                change()
+        assert [entry.seq for entry in store.log()] == before
+
+
+def test_a_duration_that_is_no_number_is_named(board_url: str) -> None:
+    with open_store(board_url) as store:
+        store.add("Ship", check="make ship")
+        store.claim("alice")
+        store.record_check("1", agent="alice", command="make ship", exit_code=0, duration_s=1.5)
+    _by_hand(board_url, "UPDATE board_log SET duration_s = 'NaN' WHERE trigger = 'check'")
+    with open_store(board_url) as store:
+        with pytest.raises(StoreError, match=r"log line seq 3: .*malformed \(its duration is"):
+            list(store.log())
+        # The completion reads the check runs since the start, and names the one it cannot
+        # read rather than calling it missing.
+        with pytest.raises(StoreError, match="log line seq 3"):
+            store.complete("1", agent="alice")
+
+
+def test_a_pending_item_sharing_a_position_is_never_skipped_unsaid(board_url: str) -> None:
+    with open_store(board_url) as store:
+        store.add("Blocker")
+        for number in range(8):
+            store.add(f"Waits {number}", blocked_by=["1"])  # positions 2 to 9
+        store.add("Ready")  # #10
+        store.claim("alice", item_id="1")
+    _by_hand(board_url, "UPDATE board_items SET position = 9 WHERE id = '10'")
+    with open_store(board_url) as store:
+        try:
+            claimed = store.claim("bob")
+        except StoreError as error:  # the pages passed #10 by: named, never "nothing claimable"
+            assert "its position 9 is #" in str(error)
+        else:
+            assert claimed.id == "10"
+
+
+def test_the_store_caps_leases_and_text_for_every_caller(board_url: str) -> None:
+    with open_store(board_url) as store:
+        store.add("Write the API")
+        for lease in (1e308, 86_401.0, math.inf):
+            with pytest.raises(BoardError, match=r"at most 86400 \(24 h\)"):
+                store.claim("alice", lease=lease)
+            with pytest.raises(BoardError, match=r"at most 86400 \(24 h\)"):
+                store.renew("alice", lease=lease)
+        assert store.claim("alice", lease=86_400).lease_until is not None
+        attempts: list[Callable[[], object]] = [
+            lambda: store.add("x" * 2001),
+            lambda: store.add("x", check="y" * 2001),
+            lambda: store.edit("1", agent="person:ann", text="x" * 2001),
+        ]
+        for attempt in attempts:
+            with pytest.raises(BoardError, match="characters long; at most 2,000"):
+                attempt()
+        assert store.add("x" * 2000).text == "x" * 2000
+
+
+def test_a_longer_text_an_older_store_took_is_read_and_kept_until_changed(
+    board_url: str,
+) -> None:
+    with open_store(board_url) as store:
+        store.add("Write the API", check="make api")
+        store.add("Write the UI")
+    long = "x" * 3000
+    _by_hand(
+        board_url,
+        f"UPDATE board_items SET text = '{long}' WHERE id = '1'",
+        f"UPDATE board_log SET text = '{long}' WHERE seq = 1",
+        f"UPDATE board_checks SET command = '{long}' WHERE item = '1'",
+        f"UPDATE board_log SET check_command = '{long}' WHERE seq = 1",
+    )
+    with open_store(board_url) as store:
+        assert store.items()[0].text == long
+        edited = store.edit("1", agent="person:ann", blocked_by=["2"])
+        assert (edited.text, edited.blocked_by) == (long, ("2",))
+        with pytest.raises(BoardError, match="at most 2,000"):
+            store.edit("1", agent="person:ann", text=long + "y")
+        contents = store.contents()
+    assert check_log(contents.log, contents.items, checks=contents.checks) is None

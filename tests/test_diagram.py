@@ -17,6 +17,7 @@ import pytest
 from orchestrator.diagram import (
     DOT_PROGRAM_MISSING,
     DiagramError,
+    EdgeCounts,
     diagram_output,
     render_diagram,
     write_statecharts,
@@ -271,8 +272,9 @@ def test_mermaid_run_highlights_visited_states_and_counts_edges(run_trace: Path)
     # the reminder event tells the stale advance from the plain one
     assert edges[("audit", "call_model")] == "advance [plan_is_stale] / remind ×1 | advance ×1"
     assert edges[("audit", "failed")] == "advance [round_limit_reached] | fail"
-    assert edges[("call_model", "done")] == (
-        "finish [plan_settled] ×1 | finish [unfinished_reminded] ×1"
+    # No unfinished reminder in this run: only plan_settled can have let it finish
+    assert (
+        edges[("call_model", "done")] == "finish [plan_settled] ×1 | finish [unfinished_reminded]"
     )
 
 
@@ -295,6 +297,76 @@ def test_dot_run_colours_visited_edges_and_counts_them(run_trace: Path, tmp_path
     rendered.write_text(text, encoding="utf-8")
     done = subprocess.run(["dot", "-Tsvg", str(rendered)], capture_output=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def _finish_run(
+    *, shared: bool = False, settled_at_end: bool, check_failed: bool = False
+) -> list[dict[str, Any]]:
+    """A run told of its unfinished plan once, that then ends (its plan settled or not)."""
+    plan: dict[str, Any] = {"limit": 20, **({"shared": "board.db", "agent": "a"} if shared else {})}
+    open_items = [{"id": "1", "status": "in_progress"}, {"id": "2", "status": "pending"}]
+    done_items = [{"id": "1", "status": "completed"}, {"id": "2", "status": "cancelled"}]
+    events: list[dict[str, Any]] = [
+        {"event": "run.started", "settings": {"settle_plan": True}, "plan": plan},
+        loop_edge("idle", "start", "call_model"),
+        {"event": "plan.updated", "items": open_items},
+        {"event": "audit.reminder", "round": 1, "reason": "unfinished", "unfinished": ["1", "2"]},
+        loop_edge("call_model", "finish", "call_model"),
+    ]
+    if settled_at_end:
+        events.append({"event": "plan.updated", "items": done_items})
+    if check_failed:
+        failed = {"event": "loop.done_check", "round": 2, "exit_code": 1, "passed": False}
+        events += [failed, loop_edge("call_model", "finish", "call_model")] * 2
+        events.append({"event": "loop.done_check", "round": 3, "exit_code": 0, "passed": True})
+    events.append(loop_edge("call_model", "finish", "done"))
+    return events
+
+
+@pytest.mark.parametrize(
+    ("settled", "done_label"),
+    [
+        (False, "finish [plan_settled] | finish [unfinished_reminded] ×1"),
+        (True, "finish [plan_settled] ×1 | finish [unfinished_reminded]"),
+    ],
+)
+def test_each_finish_is_counted_on_the_edge_it_took(
+    tmp_path: Path, settled: bool, done_label: str
+) -> None:
+    """The unfinished reminder's edge, and which guard let the run end: never both."""
+    trace = write_trace(tmp_path / "t.jsonl", _finish_run(settled_at_end=settled))
+    edges = mermaid_edges(render_diagram("loop", "mermaid", trace=trace))
+    assert edges[("call_model", "done")] == done_label
+    loops = edges[("call_model", "call_model")].split(" | ")
+    assert loops[1].endswith("/ remind_unfinished ×1")
+    assert not loops[2].endswith("×1")  # the done-check's report did not fire
+
+
+def test_a_failed_done_check_is_counted_on_its_report(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.jsonl", _finish_run(settled_at_end=True, check_failed=True))
+    loops = mermaid_edges(render_diagram("loop", "mermaid", trace=trace))[
+        ("call_model", "call_model")
+    ].split(" | ")
+    assert [part.rsplit(" ", 1)[-1] for part in loops] == ["resend", "×1", "×2"]
+
+
+def test_what_the_trace_cannot_tell_is_counted_once_on_the_arrow(tmp_path: Path) -> None:
+    """On a shared board others change the plan unseen: which guard held is not in the trace."""
+    events = _finish_run(shared=True, settled_at_end=True)
+    trace = write_trace(tmp_path / "t.jsonl", events)
+    edges = mermaid_edges(render_diagram("loop", "mermaid", trace=trace))
+    assert edges[("call_model", "done")] == (
+        "finish [plan_settled] | finish [unfinished_reminded] (either ×1)"
+    )
+    counts = EdgeCounts()
+    for event in events:
+        counts.feed(event)
+    fired = {
+        (src, trigger, dst): (which, times)
+        for src, trigger, dst, which, times in counts.fired()["loop"]
+    }
+    assert fired[("call_model", "finish", "done")] == ("?", 1)
+    assert fired[("idle", "start", "call_model")] == ("", 1)
 
 
 def test_trace_without_transitions_highlights_nothing(tmp_path: Path) -> None:
@@ -481,27 +553,14 @@ def _visits_read_whole(path: Path) -> tuple[dict[Any, int], dict[Any, int]]:
         records.append((number, record))
     if not records:
         raise DiagramError(f"trace {path} has no complete line; its only line is cut short")
-    items: dict[Any, int] = {}
-    loop: dict[Any, int] = {}
-    evidence: list[str] = []
+    # The counting is EdgeCounts' own (what this oracle checks is the reading around it).
+    counts = EdgeCounts()
     for number, record in records:
-        event = record.get("event")
-        if event in ("plan.transition", "loop.transition"):
-            values = [record.get(key) for key in ("src", "trigger", "dst")]
-            if not all(isinstance(value, str) for value in values):
-                raise DiagramError(
-                    f"trace {path} line {number}: {event} needs string src, trigger and dst"
-                )
-            if event == "plan.transition":
-                key = (*values, ())
-                items[key] = items.get(key, 0) + 1
-            else:
-                key = (*values, tuple(evidence))
-                loop[key] = loop.get(key, 0) + 1
-                evidence = []
-        elif event == "audit.reminder":
-            evidence.append("remind")
-    return items, loop
+        try:
+            counts.feed(record)
+        except ValueError as error:
+            raise DiagramError(f"trace {path} line {number}: {error}") from None
+    return dict(counts.items), dict(counts.loop)
 
 
 def _visits_or_error(read: Any, path: Path) -> Any:

@@ -210,6 +210,50 @@ def test_a_work_directory_the_agent_replaced_by_a_link_is_made_again(tmp_path: P
     assert (row["success"], row["check_output"]) == (True, "c\n")
 
 
+def test_the_check_runs_where_the_models_bash_ran_so_the_code_it_checks_stays_in(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.tools.sandbox import SandboxPolicy, choose_sandbox
+
+    if choose_sandbox("auto", SandboxPolicy(tmp_path)).sandbox.mode != "bwrap":
+        pytest.skip("no usable bwrap: the check runs where bash does, unconfined")
+    marker = tmp_path / "check-escaped"
+    # The model's code: imported by the check, it tries to write beyond the work directory.
+    app = (
+        "import os, pathlib\n"
+        "print('PYTHONSAFEPATH', os.environ.get('PYTHONSAFEPATH'))\n"
+        "try:\n"
+        f"    pathlib.Path({str(marker)!r}).write_text('escaped')\n"
+        "except OSError as error:\n"
+        "    print('kept in:', type(error).__name__)\n"
+    )
+    task = Task(
+        name="escape",
+        prompt="Nothing to do.",
+        check="python check.py",
+        files={"app.py": app},
+        check_files={"check.py": "import os, sys\nsys.path.insert(0, os.getcwd())\nimport app\n"},
+        max_rounds=5,
+    )
+    row, _ = _run_through_server(tmp_path, "board", [{"text": "Done."}], task=task)
+    assert "PYTHONSAFEPATH 1" in row["check_output"] and "kept in:" in row["check_output"]
+    assert not marker.exists()
+
+
+def test_every_bundled_task_passes_its_check_in_the_sandbox_once_its_work_is_done(
+    tmp_path: Path,
+) -> None:
+    # The checks run with PYTHONSAFEPATH=1: each puts its own folder on sys.path, and starts the
+    # model's scripts as the model ran them (catches a check that only passed unconfined).
+    from orchestrator.eval.suite import bundled_suite_path, load_suite
+
+    for task in load_suite(bundled_suite_path()).tasks:
+        choice = ModelChoice("diligent", "scripted")
+        trace = str(tmp_path / f"{task.name}.jsonl")
+        row = execute_run(RunSpec(task, parse_arm("board"), 0, choice, trace))
+        assert (row["success"], row["check_exit"]) == (True, 0), (task.name, row["check_output"])
+
+
 def test_an_api_failure_is_not_judged(tmp_path: Path) -> None:
     with pytest.raises(RunAborted, match="the model failed: API error 401"):
         _run_through_server(tmp_path, "board", [{"fault": "status", "status": 401}])

@@ -33,6 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "pricing",
         "instructions",
         "trust",
+        # what a configured command runs from the work directory, pinned (hooks, MCP servers)
+        "pinning",
         "config",
         "trace_file",
         "guard",

@@ -239,6 +239,43 @@ def test_trust_covers_mcp_json_by_digest_so_a_rewritten_file_is_not_trusted(
     assert "not trusted" in run.stderr
 
 
+def test_a_project_server_whose_script_the_model_rewrote_does_not_start_and_exits_3(
+    tmp_path: Path,
+) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    marker = tmp_path / "rewritten-server-ran"
+    # The project's own server, started from its folder (the work directory) as `python3 srv.py`.
+    (workdir / "srv.py").write_text(
+        "import runpy, sys\n"
+        f"sys.argv = [{str(SERVERS)!r}, 'stdio', {str(tmp_path)!r}]\n"
+        f"runpy.run_path({str(SERVERS)!r}, run_name='__main__')\n",
+        encoding="utf-8",
+    )
+    calls = {"MCP_CALLS": str(tmp_path / "calls-stdio.log")}
+    _workdir(tmp_path, {"srv": {"command": sys.executable, "args": ["srv.py"], "env": calls}})
+    trusted = run_cli(["trust", "--workdir", str(workdir)], env=_environment(tmp_path))
+    assert trusted.returncode == 0 and "pins srv.py  sha256 " in trusted.stdout, trusted.stdout
+    planted = f"open({str(marker)!r}, 'w').write('ran')\n"
+    turns = [
+        _call("mcp__srv__note", {"text": "trusted"}),
+        _call("write_file", {"path": "srv.py", "content": planted}, expect=_ok("noted")),
+        {"text": "ok", "expect": _ok("")},
+    ]
+    run = _run(tmp_path, workdir, turns, "--yes")
+    assert run.code == 0, run.stderr
+    assert (workdir / "srv.py").read_text(encoding="utf-8") == planted
+    # The next run: the rewritten server does not start; one line says why; exit 3.
+    run = _run(tmp_path, workdir, [{"text": "ok"}], "--yes")
+    assert run.code == 3, run.stderr
+    assert not marker.exists()
+    assert _calls(tmp_path) == ["started stdio", "note trusted"]
+    said = [line for line in run.stderr.splitlines() if "mcp server srv" in line]
+    assert len(said) == 1 and "srv.py changed since the folder was trusted" in said[0], said
+    (event,) = run.events("mcp.server")
+    assert (event["status"], event["server"]) == ("refused", "srv")
+
+
 def test_servers_that_crash_hang_lie_or_never_start_give_tool_errors_and_one_line_each(
     tmp_path: Path,
 ) -> None:
@@ -686,10 +723,20 @@ def test_a_user_s_server_never_runs_what_the_model_planted_in_the_work_directory
     assert started["mytool"] == "started"
     if "tool" in servers:
         assert started["tool"] == "failed"  # not found where it starts, and not fetched
-    # The control: a config that does say "start in the work directory" gets what is there,
-    # so the planted files above were ones a server would have run.
+    # A config that does say "start in the work directory" is refused: what it would run from
+    # there cannot be pinned. The planted mytool.py is not even on its path (PYTHONSAFEPATH).
     _user_servers(tmp_path, _user_tools(tmp_path, cwd=str(here)))
-    _main(capsys, "mcp", "list", "--workdir", str(here))
-    assert markers["python"].exists()
+    code, out, _err = _main(capsys, "mcp", "list", "--workdir", str(here))
+    assert code == 1 and "may load mytool.py from the work directory" in out
+    assert (
+        "tool" not in servers or "npx would run node_modules/.bin/orchestrator-planted-tool" in out
+    )
+    assert [marker for marker in markers.values() if marker.exists()] == []
+    # The control: judged against another work directory, the same config starts them, and npx
+    # runs the planted tool: it was one a server would have run.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _main(capsys, "mcp", "list", "--workdir", str(elsewhere))
     assert markers["npx"].exists() or "tool" not in servers
+    assert not markers["python"].exists()
     assert _survivors(tmp_path) == []

@@ -138,6 +138,12 @@ def test_the_demo_page_shows_its_run_and_asks_for_nothing(tmp_path: Path) -> Non
     assert dom.count('class="round"') == 14 and 'id="round-14"' in dom
     assert dom.count("mk mk-reminder") == 2 and dom.count("mk mk-rejected") == 1
     assert "The trace ends at line 118" in dom
+    # The model asked for, not the client's kind (run.started's "model").
+    assert facts["model"] == "scripted · served as scripted:refactor-hello"
+    _context_is_drawn_on_its_own_scale(dom)
+    # Every state says itself in the legend with a symbol, not by its colour alone.
+    for words in ("○ pending", "‖ blocked", "▶ in progress", "✓ completed", "✕ cancelled"):
+        assert f"</span>{words}" in dom, words
 
     shot = tmp_path / "shot" / "page.png"
     visit = _open(
@@ -152,6 +158,29 @@ def test_the_demo_page_shows_its_run_and_asks_for_nothing(tmp_path: Path) -> Non
     assert len(colours) > 50, "the screenshot is (nearly) blank"
     most = max(count for count, _ in colours)
     assert most < 0.97 * pixels.width * pixels.height, "the screenshot is (nearly) one colour"
+
+
+def _context_is_drawn_on_its_own_scale(dom: str) -> None:
+    """The demo's context is 1% of its window: its line lies on its panel's 0%, not the top.
+
+    The tokens have an axis of their own (token counts), the window is the context panel's
+    100% line, and the cost so far is a panel of its own (unknown here: no price).
+    """
+    labels = re.findall(r'class="axis-label">([^<]*)<', dom)
+    assert labels[:4] == ["0", "1k", "2k", "3k"] and "100%" in labels and "0%" in labels
+    assert "context: % of the window" in dom and "cost: unknown (no price for this model)" in dom
+    window = re.search(r'<line [^>]*y1="([\d.]+)"[^>]*class="window-line"', dom)
+    assert window is not None
+    top = float(window.group(1))
+    baselines = [
+        float(y) for y in re.findall(r'<line [^>]*y1="([\d.]+)"[^>]*class="baseline"', dom)
+    ]
+    bottom = min(y for y in baselines if y > top)  # the context panel's 0%
+    line = re.search(r'<polyline points="([^"]+)" class="context-line"', dom)
+    assert line is not None
+    heights = [float(point.split(",")[1]) for point in line.group(1).split()]
+    assert all(bottom - y <= 0.02 * (bottom - top) for y in heights), (top, bottom, heights)
+    assert "fullest: 1.4% (round 14)" in dom
 
 
 def test_a_hostile_run_renders_its_text_and_runs_none_of_it(

@@ -166,3 +166,45 @@ def _run_id(elements: _Elements) -> str:
     run_id: Any = data["header"]["run_id"]
     assert re.fullmatch(r"[0-9a-f]{12}", run_id)
     return str(run_id)
+
+
+def _state_looks(dark: bool) -> dict[str, tuple[str, ...]]:
+    """How each lane state is painted (its fill, stroke, and a pattern's colours), resolved."""
+    css = asset("page.css")
+    light = dict(re.findall(r"(--[\w-]+): ([^;]+);", css.split("@media (prefers-color-scheme")[0]))
+    dark_block = css.split("@media (prefers-color-scheme: dark)")[1].split("\n}\n")[0]
+    colours = {**light, **(dict(re.findall(r"(--[\w-]+): ([^;]+);", dark_block)) if dark else {})}
+
+    def resolve(value: str) -> str:
+        return re.sub(r"var\((--[\w-]+)\)", lambda m: colours[m.group(1)], value).strip()
+
+    def declared(selector: str, prop: str) -> str:
+        rule = re.search(re.escape(selector) + r"(?:,[^{]*)? \{([^}]*)\}", css)
+        found = re.search(rf"(?:^|;)\s*{prop}: ([^;]+)", rule.group(1)) if rule else None
+        return resolve(found.group(1)) if found else ""
+
+    looks: dict[str, tuple[str, ...]] = {}
+    for state in ("pending", "blocked", "in_progress", "completed", "cancelled", "many"):
+        fill = declared(f".st-{state}", "fill")
+        pattern: tuple[str, ...] = ()
+        if fill.startswith("url(#pattern-"):
+            pattern = (
+                declared(f".pattern-fg-{state}", "fill"),
+                declared(f".pattern-bg-{state}", "fill"),
+            )
+        looks[state] = (fill, declared(f".st-{state}", "stroke"), *pattern)
+    return looks
+
+
+@pytest.mark.parametrize("dark", [False, True], ids=["light", "dark"])
+def test_every_lane_state_looks_different_in_light_and_dark(dark: bool) -> None:
+    """Pending and cancelled once were two greys; they differ in pattern now, as all do."""
+    looks = _state_looks(dark)
+    assert len(set(looks.values())) == len(looks), looks
+    assert looks["pending"][1], "pending is hollow: an outline, no fill of its own"
+    patterned = {state for state, look in looks.items() if look[0].startswith("url(")}
+    assert patterned == {"blocked", "cancelled"}
+    symbols = re.search(r"const STATE_SYMBOLS = \{(.*?)\};", asset("page.js"), re.S)
+    assert symbols is not None
+    found = dict(re.findall(r"(\w+): \"(.)\"", symbols.group(1)))
+    assert len({found[state] for state in looks}) == len(looks), found

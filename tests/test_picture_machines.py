@@ -86,3 +86,25 @@ def test_without_dot_the_charts_say_why_and_the_counts_remain(
     drawings = draw_machines(read_picture(read_trace(GOLDEN)).counts)
     assert [d.svg for d in drawings] == [None, None]
     assert all(d.missing == DOT_PROGRAM_MISSING for d in drawings)
+
+
+@needs_dot
+def test_the_page_s_charts_are_drawn_to_be_read_at_their_natural_size() -> None:
+    """A chart scaled to the page's width had 5 px labels: it keeps dot's size, and scrolls."""
+    import re
+
+    from orchestrator.picture.html import asset
+
+    _item, loop = draw_machines(read_picture(read_trace(GOLDEN)).counts)
+    assert loop.svg is not None
+    size = re.match(
+        r'<svg [^>]*width="([\d.]+)pt" height="([\d.]+)pt" viewBox="0.00 0.00 ([\d.]+)', loop.svg
+    )
+    assert size is not None and float(size.group(1)) == float(size.group(3))  # 1 unit = 1 pt
+    assert min(float(f) for f in re.findall(r'font-size="([\d.]+)"', loop.svg)) >= 11
+    assert ".svg-card svg { display: block; max-width: none; }" in asset("page.css")
+    # Each edge of a shared arrow on its own line, its count on it alone.
+    texts = re.findall(r"<text [^>]*>([^<]*)</text>", loop.svg)
+    assert "finish [plan_settled] ×1" in texts
+    assert "finish [unfinished_reminded]" in texts
+    assert "advance [plan_is_stale] / remind ×2" in texts and "advance ×11" in texts

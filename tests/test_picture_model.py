@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator import diagram
 from orchestrator.picture.model import RunPicture, read_picture, state_at
 from orchestrator.pricing import USAGE_KEYS
 from orchestrator.trace_file import read_trace
@@ -96,12 +97,18 @@ def test_the_demo_tool_calls_have_status_duration_input_and_whole_output() -> No
 def test_the_machines_count_every_edge_the_demo_took() -> None:
     picture = _picture(GOLDEN)
     assert sorted(picture.machines["item"]) == [
-        ("in_progress", "complete", "completed", 5),
-        ("pending", "start", "in_progress", 5),
+        ("in_progress", "complete", "completed", "", 5),
+        ("pending", "start", "in_progress", "", 5),
     ]
-    loop = {(src, trigger, dst): times for src, trigger, dst, times in picture.machines["loop"]}
-    assert loop[("audit", "advance", "call_model")] == 13
-    assert loop[("call_model", "finish", "done")] == 1
+    loop = {
+        (src, trigger, dst, which): times
+        for src, trigger, dst, which, times in picture.machines["loop"]
+    }
+    # The page feeds the counts every event, so the reminders tell the stale advances apart.
+    assert loop[("audit", "advance", "call_model", "plan_is_stale / remind")] == 2
+    assert loop[("audit", "advance", "call_model", "(no guard)")] == 11
+    assert loop[("call_model", "finish", "done", "plan_settled")] == 1
+    assert picture.counts.visits() == diagram._read_trace(GOLDEN)
 
 
 def test_a_trace_cut_short_is_drawn_to_its_last_complete_line_and_says_so(tmp_path: Path) -> None:
@@ -245,3 +252,39 @@ def test_checks_are_markers_on_their_item_s_lane_passed_or_failed(tmp_path: Path
         "check #a passed: make test",
         "done-check failed (exit 1): pytest",
     ]
+
+
+def test_the_model_is_the_one_asked_for_and_the_one_that_served_it(tmp_path: Path) -> None:
+    """run.started's model is the client kind ("anthropic"); settings.model is the model."""
+    served = {**response(1), "model": "claude-sonnet-4-5-20250929"}
+    trace = write_events(tmp_path / "t.jsonl", [started(model="anthropic"), served])
+    header = _picture(trace).header
+    assert header.model == "claude-sonnet-4-5"
+    assert header.served == ("claude-sonnet-4-5-20250929",)
+    assert header.client == "anthropic"
+    same = write_events(tmp_path / "same.jsonl", [started(model="anthropic"), response(1)])
+    assert _picture(same).header.served == ()  # said once, where it is the one asked for
+
+
+def test_wall_time_is_the_runs_own_not_the_idle_time_between_them(tmp_path: Path) -> None:
+    def run(start: str, end: str) -> list[str]:
+        events = [
+            {**started(), "ts": start},
+            {**response(1), "ts": start},
+            {"event": "run.finished", "status": "done", "rounds": 1, "ts": end},
+        ]
+        return [json.dumps({"run_id": "r", "seq": n, **event}) for n, event in enumerate(events)]
+
+    trace = tmp_path / "resumed.jsonl"
+    lines = run("2026-01-01T10:00:00Z", "2026-01-01T10:00:01.5Z")
+    lines += run("2026-01-01T10:11:24Z", "2026-01-01T10:11:25Z")
+    # A third run killed after two seconds: it counts up to its last event.
+    lines += [
+        json.dumps({"run_id": "r", **started(), "ts": "2026-01-01T11:00:00Z"}),
+        json.dumps({"run_id": "r", **response(1), "ts": "2026-01-01T11:00:02Z"}),
+    ]
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    header = _picture(trace).header
+    assert header.runs == 3
+    assert header.wall_seconds == pytest.approx(1.5 + 1.0 + 2.0)
+    assert header.span_seconds == pytest.approx(3602.0)

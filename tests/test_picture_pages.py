@@ -64,10 +64,75 @@ def test_out_may_be_a_file_a_folder_or_stdout(tmp_path: Path) -> None:
 def test_writing_again_replaces_the_page_whole(tmp_path: Path) -> None:
     trace = golden_copy(tmp_path)
     page = tmp_path / f"{RUN_ID}.html"
-    page.write_text("an old page, longer than nothing " * 1000, encoding="utf-8")
     assert _invoke("show", str(trace), "--html")[0] == 0
-    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    first = page.read_text(encoding="utf-8")
+    page.write_text(first + "<!-- an older, longer page -->" * 1000, encoding="utf-8")
+    assert _invoke("show", str(trace), "--html")[0] == 0
+    assert page.read_text(encoding="utf-8") == first
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".")) == []
+
+
+def test_the_page_never_goes_where_its_trace_is(tmp_path: Path) -> None:
+    """``show victim.jsonl --html victim.jsonl`` would turn the trace into its page."""
+    folder = workdir_folder(tmp_path)
+    folder.mkdir(parents=True)
+    trace = golden_copy(folder, name=f"20260101T000000Z-{RUN_ID}.jsonl")
+    before = trace.read_bytes()
+    (tmp_path / "link.jsonl").symlink_to(trace)
+    for args in (
+        ["show", str(trace), "--html", str(trace)],
+        ["show", "--last", "--html", str(trace)],
+        ["show", RUN_ID, "--html", str(tmp_path / "link.jsonl")],  # a link to it is it too
+        ["show", str(tmp_path / "link.jsonl"), "--html", str(trace)],
+    ):
+        code, out, err = _invoke(*args)
+        assert (code, out) == (2, ""), args
+        assert err.count("\n") == 1 and "which this page is drawn from" in err, err
+        assert trace.read_bytes() == before
+    assert (tmp_path / "link.jsonl").is_symlink()
+
+
+def test_a_file_that_is_not_a_page_is_never_replaced(tmp_path: Path) -> None:
+    trace = golden_copy(tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("a week of notes\n", encoding="utf-8")
+    code, out, err = _invoke("show", str(trace), "--html", str(notes))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.endswith(
+        f"{notes}: exists and is not a page orchestrator wrote; remove it or choose another name\n"
+    )
+    assert notes.read_text(encoding="utf-8") == "a week of notes\n"
+    # The default place too: something else there is not taken for an old page.
+    page = tmp_path / f"{RUN_ID}.html"
+    page.write_text("<!DOCTYPE html>\n<p>a page of my own</p>\n", encoding="utf-8")
+    assert _invoke("show", str(trace), "--html")[0] == 2
+    assert page.read_text(encoding="utf-8") == "<!DOCTYPE html>\n<p>a page of my own</p>\n"
+    # An empty file is not a page either.
+    (tmp_path / "empty.html").touch()
+    assert _invoke("show", str(trace), "--html", "empty.html")[0] == 2
+
+
+def test_a_name_ending_in_a_slash_is_a_folder(tmp_path: Path) -> None:
+    trace = golden_copy(tmp_path)
+    code, out, err = _invoke("show", str(trace), "--html", "newdir/")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "newdir/: no such directory" in err
+    assert not (tmp_path / "newdir").exists()
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    code, _, err = _invoke("show", str(trace), "--html", "file/")
+    assert code == 2 and "file/: not a folder" in err
+    (tmp_path / "newdir").mkdir()
+    assert _invoke("show", str(trace), "--html", "newdir/") == (0, f"newdir/{RUN_ID}.html\n", "")
+
+
+def test_eval_report_html_never_replaces_its_results(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    rows = results / "results.jsonl"
+    rows.write_text("\n", encoding="utf-8")  # no run yet: no plot to draw, so no matplotlib
+    code, _, err = _invoke("eval", "report", str(results), "--html", str(rows))
+    assert code == 2 and "which this page is drawn from" in err
+    assert rows.read_text(encoding="utf-8") == "\n"
 
 
 def test_a_link_in_the_page_s_place_is_replaced_never_followed(tmp_path: Path) -> None:

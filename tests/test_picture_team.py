@@ -151,9 +151,34 @@ def test_a_board_that_is_gone_is_said_on_the_run_s_page_and_refused_by_board_sho
 ) -> None:
     (tmp_path / "team" / "board.db").unlink()
     done = CliRunner().invoke(cli, ["board", "show", board, "--html"])
-    assert done.exit_code == 2 and "the board's file is gone" in done.stderr
+    assert (
+        done.exit_code == 2
+        and f"no board at {tmp_path / 'team' / 'board.db'} (no such file)" in done.stderr
+    )
     assert not (tmp_path / "team" / "board.db").exists()  # not created by looking
     done = CliRunner().invoke(cli, ["show", str(tmp_path / "team" / "lead.jsonl"), "--html"])
     assert done.exit_code == 0, done.stderr
     team = _data(tmp_path / "team" / "000000000001.html")["team"]
-    assert isinstance(team, dict) and "the board's file is gone" in str(team["error"])
+    assert isinstance(team, dict) and "no board at " in str(team["error"])
+
+
+def test_no_page_goes_where_the_board_or_an_agent_s_trace_is(board: str, tmp_path: Path) -> None:
+    folder = tmp_path / "team"
+    kept = {path: path.read_bytes() for path in folder.iterdir()}
+    for args in (
+        ["board", "show", board, "--html", str(folder / "board.db")],
+        ["board", "show", board, "--html", str(folder / "worker-2.jsonl")],
+        ["show", str(folder / "lead.jsonl"), "--html", str(folder / "worker-1.jsonl")],
+    ):
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 2 and "which this page is drawn from" in done.stderr, args
+        assert done.stderr.count("\n") == 1
+    assert {path: path.read_bytes() for path in folder.iterdir()} == kept
+
+
+def test_board_show_html_on_no_board_says_there_is_none(tmp_path: Path) -> None:
+    done = CliRunner().invoke(cli, ["board", "show", str(tmp_path / "nonexist.db"), "--html"])
+    assert done.exit_code == 2
+    assert done.stderr.count("\n") == 1
+    assert f"no board at {tmp_path / 'nonexist.db'} (no such file)" in done.stderr
+    assert not (tmp_path / "nonexist.db").exists()

@@ -36,6 +36,9 @@ def test_a_round_shows_text_calls_results_plan_changes_and_reminders(demo_trace:
 def test_the_whole_trace_shows_every_round_and_the_run_ends(demo_trace: Path) -> None:
     lines = list(transcript_lines(read_trace(demo_trace), full=True))
     assert lines[0].startswith("══ run ")
+    # The demo's settings ask for a model by name; the client that answered is scripted.
+    settings_model = read_trace(demo_trace).lines[0].event["settings"]["model"]
+    assert lines[0].endswith(f"· model {settings_model} (scripted:refactor-hello)"), lines[0]
     assert lines[1] == "task: Refactor hello.py: add type hints, docstrings, and a main guard"
     assert [line for line in lines if line.startswith("── round ")][-1].startswith("── round 14")
     assert "    │ def greet(name):" in lines  # read_file's output, whole

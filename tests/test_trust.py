@@ -300,14 +300,54 @@ def test_trust_show_lists_every_command_and_digest_and_records_nothing(
     assert "starts MCP server docs: npx -y docs-mcp" in shown
     assert "starts PreToolUse hook [Bash]: python3 .claude/hooks/guard.py" in shown
     assert "starts Stop hook: touch stop-ran  (OUTSIDE the sandbox, with your rights)" in shown
-    assert f"hook script .claude/hooks/guard.py  sha256 {guard_digest}" in shown
+    hook = "PreToolUse hook `python3 .claude/hooks/guard.py`"
+    assert f"pins .claude/hooks/guard.py  sha256 {guard_digest}  ({hook})" in shown
+    # npx would run a copy the model put in node_modules: it must stay absent.
+    assert "pins node_modules/.bin/docs-mcp  must stay absent  (MCP server docs)" in shown
     assert not trust_file({"ORCHESTRATOR_CONFIG_DIR": str(config_dir)}).exists()
     code, said = _invoke("trust", "--workdir", str(clone), config_dir=config_dir)
     assert code == 0 and "recorded:" in said
     store = TrustStore(trust_file({"ORCHESTRATOR_CONFIG_DIR": str(config_dir)}))
     record = store.record(clone)
     assert store.trusts(clone) and record is not None
-    assert dict(record.files) == {".claude/hooks/guard.py": guard_digest}
+    assert dict(record.files) == {
+        ".claude/hooks/guard.py": guard_digest,
+        "node_modules/docs-mcp": "absent",
+        "node_modules/.bin/docs-mcp": "absent",
+    }
+
+
+def test_trust_show_and_hooks_say_what_is_pinned_and_which_hooks_cannot_run_outside(
+    clone: Path, tmp_path: Path
+) -> None:
+    hooks = clone / ".claude" / "hooks"
+    hooks.mkdir(parents=True)
+    (hooks / "check.sh").write_text("exit 0\n", "utf-8")
+    (hooks / "fmt.js").write_text("require('prettier')\n", "utf-8")
+    (clone / "node_modules").mkdir()  # the project's: the model writes there too
+    (clone / "orchestrator.toml").write_text(
+        '[[hooks.Stop]]\ncommand = "sh -e .claude/hooks/check.sh"\noutside = true\n'
+        '[[hooks.PostToolUse]]\ncommand = "node .claude/hooks/fmt.js"\noutside = true\n',
+        "utf-8",
+    )
+    config_dir = tmp_path / "config"
+    check = hashlib.sha256(b"exit 0\n").hexdigest()
+    _code, shown = _invoke("trust", "--workdir", str(clone), config_dir=config_dir)
+    assert f"pins .claude/hooks/check.sh  sha256 {check}  (Stop hook `sh -e" in shown
+    assert (
+        "does not run the PostToolUse hook `node .claude/hooks/fmt.js`: what it runs cannot be "
+        "pinned: node would load modules from node_modules/ in the work directory"
+    ) in shown
+    _code, listed = _invoke("hooks", "--workdir", str(clone), "--json", config_dir=config_dir)
+    rows = {row["event"]: row for row in json.loads(listed)}
+    assert (rows["Stop"]["runs"], rows["Stop"]["scripts"]) == (
+        True,
+        {".claude/hooks/check.sh": check},
+    )
+    assert not rows["PostToolUse"]["runs"]
+    assert "node would load modules from node_modules/" in rows["PostToolUse"]["why"]
+    _code, text = _invoke("hooks", "--workdir", str(clone), config_dir=config_dir)
+    assert f"    pins .claude/hooks/check.sh  sha256 {check}" in text
 
 
 def test_a_folder_trusted_without_a_terminal_runs_its_hooks_without_asking(

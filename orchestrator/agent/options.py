@@ -46,7 +46,8 @@ class RunOptions:
     #: How the front end names a setting in a person's message: the CLI's ``--max-rounds``,
     #: the API's ``max_rounds=`` (with :func:`~orchestrator.config.given` for a value).
     label: Callable[[str], str] = flag_label
-    #: The digests of the files hooks name in the work directory that a person trusted.
+    #: What the hooks and MCP servers run from the work directory, as a person trusted it
+    #: (relative path → sha256, or ``absent``; :mod:`orchestrator.pinning`).
     hook_files: Mapping[str, str] = attrs.field(factory=dict)
 
     @property

@@ -472,6 +472,8 @@ class Session:
             trusted=options.mcp_trusted,
             log=self._trace.log,
             label=options.label,
+            workdir=options.workdir,
+            trusted_files=options.hook_files,
             untrusted_hint=f"pass {trust}"
             + (
                 ", answer yes when asked on a terminal, or run `orchestrator trust`"
@@ -686,11 +688,18 @@ class Session:
         )
 
     def _refused_hooks(self) -> list[RefusedAction]:
-        """The hooks that did not run because of their scripts: each counts as a refusal."""
+        """The hooks and MCP servers that did not run because of what they run.
+
+        Each counts as a refusal (exit code 3).
+        """
         refusals = self._hooks.refused if self._hooks is not None else self._hook_refusals
+        servers = self.mcp.refused if self.mcp is not None else []
         return [
-            RefusedAction(f"{refusal.event} hook", refusal.command, refusal.reason)
-            for refusal in refusals
+            *(
+                RefusedAction(f"{refusal.event} hook", refusal.command, refusal.reason)
+                for refusal in refusals
+            ),
+            *(RefusedAction("MCP server", name, reason) for name, reason in servers),
         ]
 
     def _registry(self, secrets: Sequence[str]) -> ToolRegistry:

@@ -12,8 +12,10 @@ From the log alone it proves, line by line, that:
 - a checked item completed only after a passing run of its check, logged since it last
   started, or with ``--skip-check`` logged on the completion;
 - an agent never cancelled an item carrying a check a person set;
+- every line but an ``add`` names who acted (an ``add`` through the Python API may name no one);
 - and that the state the log arrives at is the store's own, item for item: status, owner,
-  text, blockers and check.
+  text, blockers, check and who set it (which decides who may cancel the item), and the
+  board's order (each item's position comes after those of the items added before it).
 
 An ``add`` line a store wrote before it recorded checks (schema 1) says nothing about the
 item's check: such an item is held to the check rules only once an ``edit`` line names its
@@ -28,7 +30,7 @@ import attrs
 from transitions import EventData, MachineError
 
 from orchestrator.board.inputs import is_person
-from orchestrator.board.store import NOTE_TRIGGERS, BoardItem, LogEntry
+from orchestrator.board.store import NOTE_TRIGGERS, BoardContents, BoardItem, LogEntry
 from orchestrator.plan import ItemMachine, Status
 
 
@@ -55,6 +57,8 @@ class _Replayed:
     check: str | None = None
     #: Who set the check (None: a person, or an old log that did not say).
     check_by: str | None = None
+    #: Whether the log says who set the current check (an old log's add line does not).
+    check_by_known: bool = False
     owner: str | None = None
     state: str = Status.PENDING.value
     #: Whether a passing run of the current check is logged since the item last started.
@@ -94,6 +98,8 @@ class _Checker:
         item = self.items.get(entry.item)
         if item is None:
             return f"{entry.trigger} of item #{entry.item}, which was never added"
+        if entry.agent is None:
+            return f"#{item.id}: a {entry.trigger} line that names no agent"
         if entry.src != item.state:
             return f"#{item.id} {entry.trigger} from {entry.src}, but the log has it {item.state}"
         if entry.trigger in NOTE_TRIGGERS:
@@ -122,6 +128,7 @@ class _Checker:
         if unknown:
             return f"item #{entry.item} blocked by #{unknown[0]}, which was never added"
         item = _Replayed(entry.item, entry.text, blockers, entry.check, entry.agent)
+        item.check_by_known = entry.check is not None
         self.machine.add_model(item, initial=Status.PENDING.value)
         self.items[entry.item] = item
         return None
@@ -142,6 +149,9 @@ class _Checker:
         if unknown:
             return f"#{item.id} edited to wait on #{unknown[0]}, which it cannot"
         if entry.check != item.check:
+            # Who set a check is known when the log knew the one before it (an old add line
+            # did not say, and the store kept that check's setter as it was).
+            item.check_by_known = item.check is not None
             item.check, item.check_by, item.passed = entry.check, entry.agent, False
         item.text, item.blocked_by = entry.text, entry.blocked_by
         return None
@@ -149,8 +159,7 @@ class _Checker:
     def _rules(self, entry: LogEntry, item: _Replayed) -> str | None:
         agent = entry.agent
         if entry.trigger == "start":
-            if agent is None:
-                return f"#{item.id} started by no agent"
+            assert agent is not None  # apply() refused a line that names no agent
             held = self.holding.get(agent)
             if held is not None:
                 return f"{agent} started #{item.id} while holding #{held} in progress"
@@ -193,16 +202,27 @@ class _Checker:
             item.owner = None
 
 
+def check_contents(contents: BoardContents) -> Violation | None:
+    """The first violation in a store's contents (:meth:`SqlBoardStore.contents`), or None.
+
+    What ``board check`` runs: the log, and everything the store holds beside it.
+    """
+    return check_log(contents.log, contents.items, checks=contents.checks, setters=contents.setters)
+
+
 def check_log(
     entries: Iterable[LogEntry],
     final: Sequence[BoardItem],
     *,
     checks: Mapping[str, str] | None = None,
+    setters: Mapping[str, str | None] | None = None,
 ) -> Violation | None:
     """The first violation in the log (or between it and ``final``), or None when it holds.
 
     ``checks`` is the store's checks by item id; given, each item's check is compared with
-    the one its log arrives at (where the log says).
+    the one its log arrives at (where the log says). ``setters`` is who set each of them in
+    the store; given, it is compared with who the log says set it. Items that carry a
+    position (read from a store) are held to the log's order.
     """
     checker = _Checker()
     last = 0
@@ -218,10 +238,50 @@ def check_log(
         return Violation(None, f"item #{item_id} is in the log but not in the store (lost)")
     for item_id in stored.keys() - checker.items.keys():
         return Violation(None, f"item #{item_id} is in the store but was never added in the log")
+    for item_id in sorted((checks or {}).keys() - stored.keys()):
+        return Violation(None, f"the store holds a check for #{item_id}, which is not on the board")
     for item_id, replayed in checker.items.items():
-        problem = _differs(stored[item_id], replayed, checks)
+        problem = _differs(stored[item_id], replayed, checks) or _set_by_differs(
+            stored[item_id], replayed, checks, setters
+        )
         if problem is not None:
             return Violation(None, problem)
+    problem = _out_of_order([stored[item_id] for item_id in checker.items])
+    return None if problem is None else Violation(None, problem)
+
+
+def _set_by_differs(
+    item: BoardItem,
+    replayed: _Replayed,
+    checks: Mapping[str, str] | None,
+    setters: Mapping[str, str | None] | None,
+) -> str | None:
+    """How the store's record of who set the item's check differs from the log's, or None."""
+    if setters is None or checks is None or not replayed.check or not replayed.check_by_known:
+        return None
+    stored = setters.get(item.id)
+    if stored == replayed.check_by:
+        return None
+    return (
+        f"#{item.id}'s check was set by {stored or 'no one named'} in the store; "
+        f"the log says {replayed.check_by or 'no one named'}"
+    )
+
+
+def _out_of_order(added: Sequence[BoardItem]) -> str | None:
+    """The first item (in the order the log added them) whose position breaks that order."""
+    before: BoardItem | None = None
+    for item in added:
+        if item.position is None:
+            continue
+        if item.position < 1:
+            return f"#{item.id}'s position in the store is {item.position}; positions start at 1"
+        if before is not None and before.position is not None and item.position <= before.position:
+            return (
+                f"#{item.id}'s position in the store ({item.position}) is not after "
+                f"#{before.id}'s ({before.position}), which the log added before it"
+            )
+        before = item
     return None
 
 

@@ -20,6 +20,12 @@ import re
 PERSON_PREFIX = "person:"
 #: The longest agent name the board takes (a name is shown on every line of ``board show``).
 MAX_NAME = 200
+#: The longest item text (and check command) the board takes: one line a person can read,
+#: the same cap for ``board add``/``edit``, the model's ``todo`` on a shared board and the store.
+MAX_TEXT = 2000
+#: The longest lease a claim may take, in seconds (24 h): a claim outlives its agent by at most
+#: this, so a lease such as ``1e308`` (which would never expire in practice) is refused.
+MAX_LEASE = 24 * 3600.0
 #: A board's name in a URL (``?board=NAME``): it becomes part of SQL table names.
 BOARD_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 
@@ -76,6 +82,8 @@ def text_problem(text: object, what: str = "item text") -> str | None:
     """Why ``text`` cannot be an item's text (or a check's command), or None: one printable line."""
     if not isinstance(text, str) or not text.strip():
         return f"the {what} is empty; say what is to be done"
+    if len(text) > MAX_TEXT:
+        return f"the {what} is {len(text):,} characters long; at most {MAX_TEXT:,}"
     if "\n" in text or "\r" in text:
         return f"the {what} has a line break; an item is one line"
     if not text.isprintable():
@@ -91,12 +99,20 @@ def one_line(text: str) -> str:
     return text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r")
 
 
+#: What a lease may be, in the words every refusal of one uses.
+LEASE_RULE = f"a number of seconds above 0 and finite, at most {MAX_LEASE:.0f} (24 h)"
+
+
 def lease_problem(lease: object) -> str | None:
-    """Why ``lease`` cannot be a claim's lease in seconds, or None: finite and above 0."""
+    """Why ``lease`` cannot be a claim's lease in seconds, or None: finite, above 0, ≤ 24 h.
+
+    Every front end that takes a lease (``board claim --lease``, the ``lease`` setting behind
+    ``run``, ``team`` and ``work --lease``, the store itself) asks this one rule.
+    """
     if isinstance(lease, bool) or not isinstance(lease, int | float):
         return f"a lease is a number of seconds, got {type(lease).__name__}"
-    if not math.isfinite(lease) or lease <= 0:
-        return f"a lease is a number of seconds above 0 and finite, got {lease}"
+    if not math.isfinite(lease) or lease <= 0 or lease > MAX_LEASE:
+        return f"a lease is {LEASE_RULE}, got {lease:g}"
     return None
 
 

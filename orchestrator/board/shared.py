@@ -135,8 +135,17 @@ class SharedBoard:
         return done, len(self._items)
 
     def render(self) -> str:
-        """The board as it is now in the store: what the model is shown is what it saw."""
-        self._items = self.store.items()
+        """The board as it is now in the store: what the model is shown is what it saw.
+
+        A store that cannot be read now (a malformed row, a database that went away) does not
+        end the run: the board as last read is shown, with the one line that says why.
+        """
+        try:
+            self._items = self.store.items()
+        except BoardError as error:
+            why = one_line(str(error))
+            shown = render_shared(self._items, self.agent)
+            return f"{shown}\n\n(the board as last read; reading it now failed: {why})"
         self._seen = {item.id: item for item in self._items}
         return render_shared(self._items, self.agent)
 

@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import itertools
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -47,12 +49,18 @@ from orchestrator.board.inputs import (
     text_problem,
 )
 from orchestrator.board.schema import Tables
-from orchestrator.plan import ItemMachine, Status
+from orchestrator.plan import ITEM_TRANSITIONS, ItemMachine, Status
 
 #: How long a claim holds without renewal, by default (``--lease``).
 DEFAULT_LEASE = 120.0
 #: Log lines that are not edges of the item machine (the item's status stays as it was).
 NOTE_TRIGGERS = frozenset({"edit", "check"})
+#: Every trigger a log line may carry: ``add``, the item machine's edges, and the notes.
+LOG_TRIGGERS = frozenset(
+    {"add", *NOTE_TRIGGERS, *(str(edge["trigger"]) for edge in ITEM_TRANSITIONS)}
+)
+#: The marks a log line may carry (:attr:`LogEntry.flag`).
+LOG_FLAGS = frozenset({"skip_check", "force"})
 _FINAL = frozenset({Status.COMPLETED, Status.CANCELLED})
 _STATUSES = {str(status): status for status in Status}
 
@@ -72,6 +80,10 @@ class NothingClaimable(BoardError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class UnknownBlocker(BoardError):
+    """An item would wait on an id that is not on the board; ``item_id`` is that id."""
 
 
 class StoreError(BoardError):
@@ -96,6 +108,8 @@ class BoardItem:
     owner: str | None = None
     lease_until: float | None = None
     blocked_by: tuple[str, ...] = ()
+    #: Its place in board order (claims take the first ready item in it); None: not from a store.
+    position: int | None = None
 
     def as_dict(self, now: float | None = None) -> dict[str, Any]:
         data: dict[str, Any] = {"id": self.id, "text": self.text, "status": str(self.status)}
@@ -169,6 +183,8 @@ class BoardContents:
     log: tuple[LogEntry, ...]
     #: Each item's check, by item id.
     checks: Mapping[str, str]
+    #: Who set each item's check, by item id (None: a store that did not say).
+    setters: Mapping[str, str | None] = attrs.field(factory=dict)
 
 
 class _Cursor(Protocol):
@@ -220,7 +236,7 @@ class _Dialect(Protocol):
     def sql(self, text: str) -> str: ...
 
 
-_ITEM_COLUMNS = "id, text, status, owner, lease_until, blocked_by"
+_ITEM_COLUMNS = "id, text, status, owner, lease_until, blocked_by, position"
 _LOG_COLUMNS = (
     "seq, ts, agent, item, src, dst, trigger, text, blocked_by, check_command, exit_code, "
     "duration_s, flag"
@@ -340,7 +356,8 @@ def _ids(value: object, where: str, field: str) -> tuple[str, ...]:
 
 
 def _item(row: Sequence[Any]) -> BoardItem:
-    item_id, text, status, owner, lease_until, blocked_by = row
+    """The item a row of the items table holds; :class:`StoreError` naming it when malformed."""
+    item_id, text, status, owner, lease_until, blocked_by, position = row
     if not isinstance(item_id, str) or not item_id or not item_id.isprintable():
         raise _malformed("an item", f"its id is {_label(item_id)}")
     where = f"item #{_label(item_id)}"
@@ -357,13 +374,23 @@ def _item(row: Sequence[Any]) -> BoardItem:
         or not math.isfinite(lease_until)
     ):
         raise _malformed(where, f"its lease is {_label(lease_until)}, not a finite time")
+    if isinstance(position, bool) or not isinstance(position, int):
+        raise _malformed(where, f"its position is {_label(position)}, not a whole number")
+    if state == Status.IN_PROGRESS and (owner is None or lease_until is None):
+        # Held by no one, or for ever: anyone could complete it, or it would never expire.
+        missing = "an owner" if owner is None else "a lease"
+        raise _malformed(where, f"it is in_progress without {missing}")
+    blockers = _ids(blocked_by, where, "blocked_by")
+    if item_id in blockers:
+        raise _malformed(where, "it waits on itself")
     return BoardItem(
         item_id,
         text,
         state,
         owner,
         None if lease_until is None else float(lease_until),
-        _ids(blocked_by, where, "blocked_by"),
+        blockers,
+        position,
     )
 
 
@@ -387,8 +414,23 @@ def _entry(row: Sequence[Any]) -> LogEntry:
             raise _malformed(where, f"its {field} is {_label(value)}")
     if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
         raise _malformed(where, f"its exit code is {_label(code)}")
-    if took is not None and (isinstance(took, bool) or not isinstance(took, int | float)):
+    if took is not None and (
+        isinstance(took, bool) or not isinstance(took, int | float) or not math.isfinite(took)
+    ):
         raise _malformed(where, f"its duration is {_label(took)}")
+    if not item or not item.isprintable():
+        raise _malformed(where, f"its item is {_label(item)}")
+    if agent is not None and name_problem(agent) is not None:
+        raise _malformed(where, f"its agent is {_label(agent)}")
+    if trigger not in LOG_TRIGGERS:
+        raise _malformed(where, f"its trigger is {_label(trigger)}, not one the board logs")
+    for field, value in (("src", src), ("dst", dst)):
+        if value is not None and value not in _STATUSES:
+            raise _malformed(where, f"its {field} is {_label(value)}, not a status")
+    if flag is not None and flag not in LOG_FLAGS:
+        raise _malformed(where, f"its flag is {_label(flag)}")
+    if not _is_time(ts):
+        raise _malformed(where, f"its ts is {_label(ts)}, not a time")
     return LogEntry(
         seq,
         ts,
@@ -404,6 +446,14 @@ def _entry(row: Sequence[Any]) -> LogEntry:
         None if took is None else float(took),
         flag,
     )
+
+
+def _is_time(ts: str) -> bool:
+    """Whether ``ts`` is a time as the log writes one (ISO 8601, with its offset)."""
+    try:
+        return dt.datetime.fromisoformat(ts).tzinfo is not None
+    except ValueError:
+        return False
 
 
 @attrs.define(slots=False, eq=False)
@@ -442,7 +492,7 @@ class _StoredItem:
 
     def dependencies_completed(self, event: EventData) -> bool:
         assert self.tx is not None and self.row is not None
-        return not _unfinished(self.tx, self.row.blocked_by)
+        return not _unfinished(self.tx, self.row)
 
     def held_by_actor(self, event: EventData) -> bool:
         assert self.row is not None
@@ -461,43 +511,68 @@ class _StoredItem:
         self.fired.append((event.event.name, event.transition.source, str(event.transition.dest)))
 
 
+def _check_row(row: Sequence[Any]) -> tuple[str, str, str | None]:
+    """(item, command, set_by) of a row of the checks table; StoreError naming it if malformed."""
+    item, command, set_by = row
+    if not isinstance(item, str) or not item or not item.isprintable():
+        raise _malformed("a check", f"its item is {_label(item)}")
+    where = f"item #{item}'s check"
+    if not isinstance(command, str) or not command.strip():
+        raise _malformed(where, f"its command is {_label(command)}")
+    if set_by is not None and (not isinstance(set_by, str) or name_problem(set_by) is not None):
+        raise _malformed(where, f"its set_by is {_label(set_by)}")
+    return item, command, set_by
+
+
 def _check_of(tx: _Transaction, item_id: str) -> tuple[str, str | None] | None:
     """The item's check and who set it, or None."""
-    rows = tx.query("SELECT command, set_by FROM {checks} WHERE item = ?", item_id)
-    return (str(rows[0][0]), rows[0][1]) if rows else None
+    rows = tx.query("SELECT item, command, set_by FROM {checks} WHERE item = ?", item_id)
+    if not rows:
+        return None
+    _, command, set_by = _check_row(rows[0])
+    return command, set_by
 
 
 def _check_passed(tx: _Transaction, item_id: str) -> bool:
-    """No check, or a passing run of the current one logged since the item last started."""
+    """No check, or a passing run of the current one logged since the item last started.
+
+    The item's lines since that start are read whole, so a malformed one is named rather than
+    taken for a missing or a failed run.
+    """
     check = _check_of(tx, item_id)
     if check is None:
         return True
     ((started,),) = tx.query(
         "SELECT MAX(seq) FROM {log} WHERE item = ? AND trigger = 'start'", item_id
     )
-    return bool(
-        tx.query(
-            "SELECT seq FROM {log} WHERE item = ? AND seq > ? AND trigger = 'check' "
-            "AND exit_code = 0 AND check_command = ?",
-            item_id,
-            started or 0,
-            check[0],
-        )
+    if started is not None and (isinstance(started, bool) or not isinstance(started, int)):
+        raise _malformed(f"item #{item_id}'s log", f"its last start's seq is {_label(started)}")
+    rows = tx.query(
+        f"SELECT {_LOG_COLUMNS} FROM {{log}} WHERE item = ? AND seq > ? ORDER BY seq",
+        item_id,
+        started or 0,
     )
+    return any(entry.passed and entry.check == check[0] for entry in map(_entry, rows))
 
 
-def _unfinished(tx: _Transaction, blockers: Sequence[str]) -> list[str]:
+def _unfinished(tx: _Transaction, item: BoardItem) -> list[str]:
+    """The item's blockers that are not completed.
+
+    Each blocker's row is read whole: a malformed one (a status the machine does not have) or
+    a missing one is named, never taken for a blocker that is merely unfinished.
+    """
+    blockers = item.blocked_by
     if not blockers:
         return []
     marks = ", ".join("?" for _ in blockers)
-    done = {
-        str(row[0])
-        for row in tx.query(
-            f"SELECT id FROM {{items}} WHERE status = 'completed' AND id IN ({marks})",
-            *blockers,
-        )
-    }
-    return [blocker for blocker in blockers if blocker not in done]
+    rows = tx.query(f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE id IN ({marks})", *blockers)
+    found = {row.id: row for row in map(_item, rows)}
+    for blocker in blockers:
+        if blocker not in found:
+            raise _malformed(
+                f"item #{item.id}", f"it waits on #{_label(blocker)}, which is not on the board"
+            )
+    return [blocker for blocker in blockers if found[blocker].status != Status.COMPLETED]
 
 
 def _refuse(problem: str | None, item_id: str | None = None) -> None:
@@ -577,7 +652,8 @@ class BoardChange:
         if row.status in _FINAL:
             raise BoardError(f"item #{item_id} is {row.status}; a finished item is not edited")
         new_text = row.text if text is None else text.strip()
-        _refuse(text_problem(new_text), item_id)
+        if text is not None:  # what an older store took (a longer text) stays until changed
+            _refuse(text_problem(new_text), item_id)
         new_blockers = row.blocked_by if blocked_by is None else tuple(dict.fromkeys(blocked_by))
         if new_blockers != row.blocked_by:
             if row.status != Status.PENDING:
@@ -589,7 +665,7 @@ class BoardChange:
         held = _check_of(tx, item_id)
         old_check = held[0] if held else ""
         new_check = old_check if check is None else check.strip()
-        if new_check:
+        if check is not None and new_check:
             _refuse(text_problem(new_check, "check command"), item_id)
         if (new_text, new_blockers, new_check) == (row.text, row.blocked_by, old_check):
             return row
@@ -747,9 +823,11 @@ def _id_problem(item_id: object) -> str | None:
 
 
 def _existing(tx: _Transaction, item_id: str) -> BoardItem:
+    """The item a verb acts on, read whole: its row, and that what it waits on is there."""
     row = tx.item(item_id)
     if row is None:
         raise BoardError(f"no item #{_label(item_id)} on this board", item_id)
+    _unfinished(tx, row)
     return row
 
 
@@ -839,8 +917,10 @@ class SqlBoardStore:
     def contents(self) -> BoardContents:
         """The items, the whole log and every check, read in one transaction (``board check``)."""
         with self._transaction() as tx:
-            checks = {item: command for item, (command, _) in _checks(tx).items()}
-            return BoardContents(_all_items(tx), _all_entries(tx), checks)
+            found = _checks(tx)
+            checks = {item: command for item, (command, _) in found.items()}
+            setters = {item: set_by for item, (_, set_by) in found.items()}
+            return BoardContents(_all_items(tx), _all_entries(tx), checks, setters)
 
     def log(self, after: int = 0) -> Iterator[LogEntry]:
         """The log in order, from the line after ``after``."""
@@ -1149,15 +1229,22 @@ def item_teams(entries: Sequence[LogEntry] | Iterator[LogEntry]) -> dict[str, st
 
 
 def _checks(tx: _Transaction) -> dict[str, tuple[str, str | None]]:
-    return {
-        str(item): (str(command), set_by)
-        for item, command, set_by in tx.query("SELECT item, command, set_by FROM {checks}")
-    }
+    rows = tx.query("SELECT item, command, set_by FROM {checks}")
+    return {item: (command, set_by) for item, command, set_by in map(_check_row, rows)}
 
 
 def _all_items(tx: _Transaction) -> tuple[BoardItem, ...]:
+    """Every item in board order; one that waits on an id the board does not hold is named."""
     rows = tx.query(f"SELECT {_ITEM_COLUMNS} FROM {{items}} ORDER BY position")
-    return tuple(_item(row) for row in rows)
+    items = tuple(_item(row) for row in rows)
+    ids = {item.id for item in items}
+    for item in items:
+        missing = next((b for b in item.blocked_by if b not in ids), None)
+        if missing is not None:
+            raise _malformed(
+                f"item #{item.id}", f"it waits on #{_label(missing)}, which is not on the board"
+            )
+    return items
 
 
 def _all_entries(tx: _Transaction) -> tuple[LogEntry, ...]:
@@ -1166,13 +1253,18 @@ def _all_entries(tx: _Transaction) -> tuple[LogEntry, ...]:
 
 
 def _check_blockers(tx: _Transaction, item_id: str | None, blockers: Sequence[str]) -> None:
-    """Every blocker exists, is not the item itself, and none waits (in a chain) on it."""
+    """Every blocker exists, is not the item itself, and none waits (in a chain) on it.
+
+    The words name no flag: a person's ``--blocked-by``, a line of ``add --from`` and the
+    model's ``blocked_by`` all come here, and each front end says where the ids came from.
+    """
     for blocker in blockers:
         if blocker == item_id:
-            raise BoardError(f"--blocked-by {_label(blocker)}: an item cannot wait on itself")
+            raise BoardError(f"item #{_label(blocker)} cannot wait on itself", item_id)
         if tx.item(blocker) is None:
-            raise BoardError(
-                f"--blocked-by {_label(blocker)}: no item #{_label(blocker)} on this board",
+            raise UnknownBlocker(
+                f"blocked by #{_label(blocker)}, but there is no item #{_label(blocker)} on "
+                "this board",
                 blocker,
             )
     if item_id is None or not blockers:
@@ -1264,7 +1356,7 @@ def _refused(tx: _Transaction, row: BoardItem, trigger: str, actor: str | None) 
                 row.id,
             )
     if trigger == "start":
-        waiting = _unfinished(tx, row.blocked_by)
+        waiting = _unfinished(tx, row)
         if waiting:
             names = ", ".join(f"#{b}" for b in waiting)
             return BoardError(f"item #{row.id} is blocked by {names}; finish those first", row.id)
@@ -1284,42 +1376,95 @@ _PAGE = 8
 
 def _next_ready(tx: _Transaction) -> BoardItem:
     """The first pending item in board order whose blockers are all completed."""
-    after, pending = -1, 0
+    after: int | None = None
+    pending = 0
     while True:
-        page = tx.query(
-            f"SELECT {_ITEM_COLUMNS}, position FROM {{items}} "
-            "WHERE status = 'pending' AND position > ? ORDER BY position LIMIT ?",
-            after,
-            _PAGE,
-        )
+        if after is None:
+            page = tx.query(
+                f"SELECT {_ITEM_COLUMNS} FROM {{items}} "
+                "WHERE status = 'pending' ORDER BY position LIMIT ?",
+                _PAGE,
+            )
+        else:
+            page = tx.query(
+                f"SELECT {_ITEM_COLUMNS} FROM {{items}} "
+                "WHERE status = 'pending' AND position > ? ORDER BY position LIMIT ?",
+                after,
+                _PAGE,
+            )
         for row in page:
-            item = _item(row[:-1])
-            if not _unfinished(tx, item.blocked_by):
+            item = _item(row)
+            if not _unfinished(tx, item):
                 return item
         pending += len(page)
         if len(page) < _PAGE:
             break
-        after = page[-1][-1]
+        after = item.position
+    raise _nothing_claimable(tx, pending)
+
+
+_KNOWN_STATUSES = ", ".join(f"'{status}'" for status in Status)
+
+
+def _nothing_claimable(tx: _Transaction, pending: int) -> BoardError:
+    """Why no item is ready, once the rows that answer depends on are known to be sound.
+
+    A row whose status the machine does not have may be a pending item, and a pending item
+    the pages skipped (two items at one position) may be ready: either is named, never
+    answered with "all done" or "waiting on blockers".
+    """
+    odd = tx.query(
+        f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status NOT IN ({_KNOWN_STATUSES}) LIMIT 1"
+    )
+    if odd:
+        _item(odd[0])  # raises, naming it
+        return _malformed("an item", f"its status is {_label(odd[0][2])}")
+    ((counted,),) = tx.query("SELECT COUNT(*) FROM {items} WHERE status = 'pending'")
+    if counted != pending:
+        return _same_position(tx)
     if pending:
-        raise NothingClaimable(
+        return NothingClaimable(
             f"nothing claimable: {pending} pending item(s) wait on blockers",
             "waiting on blockers",
         )
-    active = tx.query("SELECT id, owner FROM {items} WHERE status = 'in_progress'")
+    rows = tx.query(f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress'")
+    active = [_item(row) for row in rows]
     if active:
-        owners = ", ".join(f"#{item_id} ({owner})" for item_id, owner in active[:5])
-        raise NothingClaimable(f"nothing claimable: all claimed: {owners}", "all claimed")
-    raise NothingClaimable("nothing claimable: all done", "all done")
+        owners = ", ".join(f"#{item.id} ({item.owner})" for item in active[:5])
+        return NothingClaimable(f"nothing claimable: all claimed: {owners}", "all claimed")
+    return NothingClaimable("nothing claimable: all done", "all done")
+
+
+def _same_position(tx: _Transaction) -> StoreError:
+    """The pending item that shares its position with another (the store gives each its own)."""
+    rows = tx.query(
+        f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'pending' ORDER BY position"
+    )
+    items = [_item(row) for row in rows]
+    for before, item in itertools.pairwise(items):
+        if item.position == before.position:
+            return _malformed(
+                f"item #{item.id}", f"its position {item.position} is #{before.id}'s too"
+            )
+    return StoreError("the board's pending items changed while they were read; try again")
 
 
 def _expire(edges: _Edges, tx: _Transaction) -> None:
-    """Fire ``expire`` on every claim whose lease ran out: the owner is gone."""
+    """Fire ``expire`` on every claim whose lease ran out: the owner is gone.
+
+    A claim whose lease is not a finite time (or that has no owner) would never expire: it is
+    read too, and named as malformed, by whatever operation comes next.
+    """
     stale = tx.query(
-        f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress' AND lease_until < ?",
+        f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress' AND (owner IS NULL "
+        "OR CASE WHEN lease_until >= ? AND lease_until < ? THEN 0 ELSE 1 END = 1)",
         tx.now,
+        sys.float_info.max,
     )
     for row in stale:
         item = _item(row)
+        if item.lease_until is None or item.lease_until >= tx.now:
+            continue
         status = edges.fire(tx, item, "expire", None)
         tx.run(
             "UPDATE {items} SET status = ?, owner = NULL, lease_until = NULL WHERE id = ?",

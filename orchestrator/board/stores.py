@@ -29,7 +29,15 @@ from orchestrator.board.inputs import board_name_problem
 from orchestrator.board.schema import Tables
 from orchestrator.board.store import BoardUrlError, NoBoard, SqlBoardStore
 
-__all__ = ["BUSY_TIMEOUT", "BoardUrlError", "NoBoard", "is_store_url", "open_store", "sqlite_url"]
+__all__ = [
+    "BUSY_TIMEOUT",
+    "BoardUrlError",
+    "NoBoard",
+    "is_store_url",
+    "open_existing",
+    "open_store",
+    "sqlite_url",
+]
 
 #: Seconds a writer waits for another's transaction before giving up.
 BUSY_TIMEOUT = 60.0
@@ -275,3 +283,15 @@ def open_store(
         create=create,
         tables=Tables(address.board),
     )
+
+
+def open_existing(value: str, *, clock: Callable[[], float] = time.time) -> SqlBoardStore:
+    """The board ``value`` names, which must be there already: nothing is ever made.
+
+    A missing file, an empty database or an unknown board name is :class:`NoBoard`, whose
+    ``str()`` is the one line to show (``URL: no board there (board add starts one)``); any
+    other ``value`` that names no board is :class:`BoardUrlError`, one line too. Every verb
+    but ``board add`` opens its board this way, and so may anything that works a board a
+    person made (``orchestrator work``).
+    """
+    return open_store(value, clock=clock, create=False)

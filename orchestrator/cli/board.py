@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 
 #: ``board claim`` found nothing to claim.
 EXIT_NOTHING_CLAIMABLE = 4
+#: The longest line ``add --from`` reads: a JSON line holds a text and a check of up to
+#: ``MAX_TEXT`` characters each, and JSON may spell one character in six (``\u00e9``).
+MAX_FROM_LINE = 32_000
+#: The most ``add --from`` reads from one file or stdin, in characters.
+MAX_FROM_SIZE = 4_000_000
 
 
 def _agent_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -41,7 +46,7 @@ def _agent_name(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 def _lease(ctx: click.Context, param: click.Parameter, value: str) -> float:
-    """Seconds a claim holds: a finite number above 0 (``nan`` and ``inf`` are refused)."""
+    """Seconds a claim holds: finite, above 0, at most 24 h (``nan`` and ``inf`` are refused)."""
     from orchestrator.board.inputs import lease_problem
 
     try:
@@ -66,10 +71,10 @@ _item_id = click.argument("item_id", metavar="ID")
 def _store(url: str, *, create: bool = False) -> Iterator[SqlBoardStore]:
     """The board at ``url``; bad input of any kind is one line and exit 2."""
     from orchestrator.board.store import BoardError, BoardUrlError
-    from orchestrator.board.stores import open_store
+    from orchestrator.board.stores import open_existing, open_store
 
     try:
-        store = open_store(url, create=create)
+        store = open_store(url, create=True) if create else open_existing(url)
     except BoardUrlError as error:
         raise InputError(_one(str(error))) from None
     try:
@@ -216,6 +221,7 @@ def add(
     A path or database with no board yet starts a new one (said on stderr).
     """
     from orchestrator.board.inputs import text_problem
+    from orchestrator.board.store import BoardError
 
     if source is not None:
         if text is not None or blocked_by or check_command is not None:
@@ -227,35 +233,38 @@ def add(
     elif text is None:
         raise InputError("give the item's TEXT, or --from FILE for many")
     else:
-        wanted = [{"text": text, "blocked_by": list(blocked_by), "check": check_command}]
-    for number, item in enumerate(wanted, start=1):
-        where = f"line {number}: " if source is not None else ""
+        wanted = [(0, {"text": text, "blocked_by": list(blocked_by), "check": check_command})]
+    for number, item in wanted:
+        where = f"--from: line {number}: " if source is not None else ""
         problem = text_problem(item["text"].strip())
         if problem is None and item.get("check") is not None:
             problem = text_problem(item["check"].strip(), "check command")
-            problem = problem and f"--check: {problem}"
+            problem = problem and (f"{where}{problem}" if where else f"--check: {problem}")
+        elif problem is not None:
+            problem = where + problem
         if problem is not None:
-            raise InputError(_one(where + problem))
+            raise InputError(_one(problem))
     actor = agent or _me()
     new_file = _new_sqlite_file(url)
+    added: list[tuple[BoardItem, str | None]] = []
     with _store(url, create=True) as store:
         if store.created:
             click.echo(_one(f"orchestrator: starting a new board at {url}"), err=True)
         try:
             with store.change() as change:
-                added = [
-                    (
-                        change.add(
+                for number, item in wanted:
+                    try:
+                        new = change.add(
                             item["text"],
                             agent=actor,
                             blocked_by=item.get("blocked_by") or (),
                             item_id=item.get("id"),
                             check=item.get("check"),
-                        ),
-                        item.get("check"),
-                    )
-                    for item in wanted
-                ]
+                        )
+                    except BoardError as error:
+                        refused = _add_refused(error, number, source is not None)
+                        raise InputError(_one(refused)) from None
+                    added.append((new, item.get("check")))
         except Exception:
             if new_file is not None:  # the file this command made: leave no empty board
                 store.close()
@@ -268,18 +277,62 @@ def add(
     return 0
 
 
-def _read_items(source: Any) -> list[dict[str, Any]]:
-    """The items ``--from`` names: a text a line, or a JSON object a line; blank lines skipped."""
-    try:
-        lines = source.read().splitlines()
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"--from: cannot read it: {error}") from None
-    wanted: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
+def _add_refused(error: Exception, number: int, from_file: bool) -> str:
+    """Why the store refused one item, said as the person gave it: a line, or the flags."""
+    from orchestrator.board.store import UnknownBlocker
+
+    if isinstance(error, UnknownBlocker):
+        missing = error.item_id
+        if from_file:
+            return (
+                f"--from: line {number}: blocked by #{missing}, but no item #{missing} is on the "
+                "board or on an earlier line"
+            )
+        return f"--blocked-by {missing}: no item #{missing} on this board"
+    return f"--from: line {number}: {error}" if from_file else str(error)
+
+
+def _lines(source: Any) -> Iterator[tuple[int, str]]:
+    """``source``'s lines, numbered, each read with a bound (``/dev/zero`` has no line end)."""
+    from orchestrator.board.inputs import MAX_TEXT
+
+    read = 0
+    number = 0
+    while True:
+        try:
+            line = source.readline(MAX_FROM_LINE + 2)
+        except (OSError, UnicodeDecodeError) as error:
+            raise InputError(_one(f"--from: cannot read it: {error}")) from None
+        if not line:
+            return
+        number += 1
+        read += len(line)
+        body = line.rstrip("\r\n")
+        if len(body) > MAX_FROM_LINE:
+            raise InputError(
+                f"--from: line {number} is longer than {MAX_FROM_LINE:,} characters; an item's "
+                f"text is one line of at most {MAX_TEXT:,}"
+            )
+        if read > MAX_FROM_SIZE:
+            raise InputError(
+                f"--from: more than {MAX_FROM_SIZE:,} characters by line {number}; add the items "
+                "in parts"
+            )
+        yield number, body
+
+
+def _read_items(source: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The items ``--from`` names, each with its line: a text a line, or JSON lines.
+
+    Blank lines are skipped; an id given twice is named with both its lines.
+    """
+    wanted: list[tuple[int, dict[str, Any]]] = []
+    given: dict[str, int] = {}
+    for number, line in _lines(source):
         if not line.strip():
             continue
         if not line.lstrip().startswith("{"):
-            wanted.append({"text": line})
+            wanted.append((number, {"text": line}))
             continue
         try:
             item = json.loads(line)
@@ -287,8 +340,18 @@ def _read_items(source: Any) -> list[dict[str, Any]]:
             raise InputError(f"--from: line {number} is not JSON: {error}") from None
         problem = _json_item_problem(item)
         if problem is not None:
-            raise InputError(f"--from: line {number}: {problem}")
-        wanted.append(item)
+            raise InputError(_one(f"--from: line {number}: {problem}"))
+        item_id = item.get("id")
+        if item_id is not None and item_id in given:
+            raise InputError(
+                _one(
+                    f"--from: line {number}: the id {item_id} is given on line {given[item_id]} "
+                    "too; each item's id is its own"
+                )
+            )
+        if item_id is not None:
+            given[item_id] = number
+        wanted.append((number, item))
     if not wanted:
         raise InputError("--from: no items in it (a text a line, or JSON lines)")
     return wanted
@@ -332,7 +395,8 @@ def _new_sqlite_file(url: str) -> Path | None:
     callback=_lease,
     default="120",
     metavar="SECONDS",
-    help="Seconds the claim holds unless renewed (claiming it again renews it).",
+    help="Seconds the claim holds unless renewed (claiming it again renews it); above 0, at "
+    "most 86400 (24 h).",
 )
 @_as_json
 def claim(url: str, item_id: str | None, agent: str, lease: float, as_json: bool) -> int:
@@ -392,7 +456,12 @@ def complete(*, url: str, item_id: str, agent: str, skip_check: bool, as_json: b
 @_as_json
 def release(*, url: str, item_id: str, agent: str | None, force: bool, as_json: bool) -> int:
     """Give ID back (pending, owned by no one): the agent holding it, or a person with --force."""
-    if (agent is None) == (not force):
+    if agent is not None and force:
+        raise InputError(
+            "--agent and --force: choose one (--agent NAME: that agent gives back the item it "
+            "holds; --force: you free it, whoever holds it)"
+        )
+    if agent is None and not force:
         raise InputError("give --agent NAME (the agent holding it) or --force (as a person)")
     with _store(url) as store:
         if force:
@@ -484,12 +553,12 @@ def log(url: str, as_json: bool) -> int:
 @_as_json
 def check(url: str, as_json: bool) -> int:
     """Replay the log through fresh item machines; exit 1 at the first broken rule."""
-    from orchestrator.board.check import check_log
+    from orchestrator.board.check import check_contents
 
     with _store(url) as store:
         contents = store.contents()
     items, entries = contents.items, contents.log
-    violation = check_log(entries, items, checks=contents.checks)
+    violation = check_contents(contents)
     if as_json:
         document: dict[str, Any] = {
             "ok": violation is None,

@@ -2,8 +2,10 @@
 
 One row per hook of the user's ``config.toml`` and the folder's ``orchestrator.toml``: its
 event, matcher and command, the file it comes from, whether that file is trusted, whether it
-runs in the sandbox or outside it, and why not when it does not run (an event this harness
-does not have, an untrusted folder, a script changed since it was trusted).
+runs in the sandbox or outside it, what it runs from the folder (pinned by digest), and why
+not when it does not run (an event this harness does not have, an untrusted folder, a script
+changed since it was trusted, an outside hook whose command runs something from the folder that
+cannot be pinned).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def hooks(workdir: Path, as_json: bool) -> int:
 
     Nothing runs: the files are read as a run would read them. A project file's hooks run only
     in a trusted folder; a hook whose script in the folder changed since it was trusted does
-    not run; events and hook types orchestrator does not have are listed as skipped.
+    not run, nor does an outside hook that runs something from the folder that cannot be
+    pinned; events and hook types orchestrator does not have are listed as skipped.
     """
     from orchestrator.config import ConfigError
     from orchestrator.hooks import HookConfigError
@@ -58,11 +61,16 @@ def hooks(workdir: Path, as_json: bool) -> int:
 
 
 def _line(row: dict[str, Any]) -> str:
+    from orchestrator.pinning import shown
+
     matcher = f" [{row['matcher']}]" if row["matcher"] else ""
     where = "outside the sandbox" if row["outside"] else "in the sandbox"
     trusted = "yours" if not row["project"] else "trusted" if row["trusted"] else "not trusted"
     runs = "runs" if row["runs"] else f"does not run: {row['why']}"
-    return (
-        f"{row['event']}{matcher}: {row['command']}\n"
-        f"    {row['origin']} · {trusted} · {where} · {runs}"
-    )
+    lines = [
+        f"{row['event']}{matcher}: {row['command']}",
+        f"    {row['origin']} · {trusted} · {where} · {runs}",
+    ]
+    for name, state in row["scripts"].items():
+        lines.append(f"    pins {name}  {shown(state)}")
+    return "\n".join(lines)

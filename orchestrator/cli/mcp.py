@@ -1,8 +1,9 @@
 """``orchestrator mcp list``: each configured MCP server, how it started (or why not), its tools.
 
 The servers start once, as a run would start them (each in its own folder, not the work
-directory), are listed and are stopped again. Exit 0 when every server started, 1 when one did
-not, 2 for a malformed file.
+directory), are listed and are stopped again; one whose command runs a file from the work
+directory other than what a person trusted is not started. Exit 0 when every server started,
+1 when one did not, 2 for a malformed file.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import click
 from orchestrator.cli._click import CONTEXT_SETTINGS, FullHelpGroup, InputError
 from orchestrator.config import ConfigError, load_config, user_config_path
 from orchestrator.inert import inert
+from orchestrator.pinning import merged
 from orchestrator.tools.mcp import check_servers
-from orchestrator.tools.mcp_config import McpConfigError, load_servers
+from orchestrator.tools.mcp_config import McpConfigError, load_servers, server_reading
 from orchestrator.trust import TrustError, TrustStore, trust_file
 
 
@@ -45,17 +47,27 @@ def list_servers(workdir: Path, trust: bool, mcp_timeout: float | None) -> int:
     try:
         flags = {"mcp_timeout": mcp_timeout}
         timeout = load_config(workdir, flags, trusted=True).mcp_timeout
-        trusted = trust or TrustStore(trust_file()).trusts(workdir)
+        store = TrustStore(trust_file())
+        trusted = trust or store.trusts(workdir)
         servers = load_servers(workdir, user_config_path(), trusted=trusted)
+        record = store.record(workdir)
     except (ConfigError, McpConfigError, TrustError) as error:
         raise InputError(str(error)) from None
+    folder = workdir.resolve()
+    # What the servers run from the folder: as a person trusted it, or as it is with --trust.
+    files = dict(record.files) if record is not None else {}
+    if trust:
+        readings = (server_reading(server, folder) for server in servers)
+        files = merged(reading.pins(folder) for reading in readings if reading is not None)
     if not servers:
         click.echo(
             "no MCP servers configured (.mcp.json, or [mcp_servers.NAME] in orchestrator.toml "
             f"or {user_config_path()})"
         )
         return 0
-    statuses = check_servers(servers, trusted=trusted, timeout=timeout)
+    statuses = check_servers(
+        servers, trusted=trusted, timeout=timeout, workdir=folder, trusted_files=files
+    )
     hint = "pass --trust, or record it with `orchestrator trust`"
     for status in statuses:
         for line in status.lines(untrusted_hint=hint):

@@ -2,7 +2,9 @@
 
 A run asks "Do you trust the files in this folder?" only where a person can answer; CI and ssh
 sessions record trust here instead, after ``--show`` has listed what it covers: the project's
-files and their digests, the settings they widen, and every command they would start.
+files and their digests, the settings they widen, every command they would start, what those
+commands run from the folder (pinned by digest), and the commands that cannot run outside the
+sandbox because what they run from it cannot be pinned.
 """
 
 from __future__ import annotations
@@ -21,16 +23,20 @@ from orchestrator.inert import inert
     "--workdir",
     type=click.Path(file_okay=False, path_type=Path),
     default=".",
-    help="The folder whose orchestrator.toml, .mcp.json and hook scripts are trusted.",
+    help="The folder whose orchestrator.toml, .mcp.json and the files its hooks and MCP servers "
+    "run are trusted.",
 )
 @click.option("--show", is_flag=True, help="Only show what trusting the folder covers.")
 def trust(workdir: Path, show: bool) -> int:
-    """Trust a folder's files (orchestrator.toml, .mcp.json, hook scripts) without a terminal.
+    """Trust a folder's files (orchestrator.toml, .mcp.json, what hooks run) without a terminal.
 
-    Lists the files with their digests, the settings they widen and every command they would
-    start (MCP servers, hooks by event), then records the folder as trusted with exactly these
-    files, as a yes at the run's question does. A file changed later is asked about again; a
-    hook whose script changed does not run. With --show nothing is recorded.
+    Lists the files with their digests, the settings they widen, every command they would
+    start (MCP servers, hooks by event) and what each runs from the folder, pinned by digest
+    (a node_modules that must stay absent too), and the hooks and servers that do not run
+    outside the sandbox because what they run from the folder cannot be pinned. Then records
+    the folder as trusted with exactly these files, as a yes at the run's question does. A file
+    changed later is asked about again; a hook or server whose file changed does not run. With
+    --show nothing is recorded.
     """
     from orchestrator.config import ConfigError
     from orchestrator.hooks import HookConfigError
@@ -59,12 +65,12 @@ def trust(workdir: Path, show: bool) -> int:
             say(f"  sets {', '.join(scope.settings)}")
         for line in scope.commands():
             say(f"  starts {line}")
-        seen = recorded.files if recorded is not None else {}
-        for name, digest in scope.scripts.items():
-            note = "" if seen.get(name, digest) == digest else "  (changed since it was trusted)"
-            say(inert(f"  hook script {name}  sha256 {digest}{note}"))
+        seen = recorded.files if recorded is not None else None
+        for pinned in scope.pinned:
+            for line in pinned.lines(seen):
+                say(f"  {line}")
         if not (scope.files or scope.scripts):
-            say("  nothing here needs trust: no orchestrator.toml, .mcp.json or hook script")
+            say("  nothing here needs trust: no orchestrator.toml, .mcp.json or file a hook runs")
         if show:
             return 0
         store.add(workdir, scope.scripts)

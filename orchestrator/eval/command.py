@@ -332,7 +332,7 @@ def _report_html(out: Path, store: ResultsStore, page: str | None) -> None:
             results=store.results,
             plot=plot if rows else None,
         )
-        written = write_page(text, page, out / "report.html")
+        written = write_page(text, page, out / "report.html", sources=(store.results, plot))
     except PageError as error:
         raise InputError(str(error)) from None
     except OSError as error:

@@ -39,12 +39,14 @@ from orchestrator.guard import canonical_call
 from orchestrator.loop import DEFAULT_SYSTEM, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard
 from orchestrator.protocols import JSONObject, Model, ModelError, ModelLimits, ModelTurn
-from orchestrator.tools import scrub_environment
-from orchestrator.tools.processes import kill_group
+from orchestrator.tools.processes import kill_group, launcher, with_reaper
 from orchestrator.tools.sandbox import Limits as SandboxLimits
+from orchestrator.tools.sandbox import Sandbox, SandboxPolicy, choose_sandbox
 
 #: Kept of a check's output in the result row: enough to see why it failed.
 CHECK_OUTPUT_LIMIT = 2000
+#: As an item's check: a ``pytest.py`` the model wrote does not shadow ``python -m pytest``.
+_CHECK_ENVIRONMENT = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 class RunAborted(Exception):
@@ -265,11 +267,11 @@ def _execute_run(spec: RunSpec, stop: threading.Event | None) -> JSONObject:
         started = time.monotonic()
         model = BoundedModel(_model_for(spec), spec.limits, stop=stop)
         tally = TraceTally()
-        outcome = _session(spec, workdir, model, tally)
+        outcome, sandbox = _session(spec, workdir, model, tally)
         if model.aborted is not None:
             raise RunAborted(f"{'/'.join(map(str, spec.key))}: {model.aborted}")
         _write_files(workdir, task.check_files)
-        check_exit, check_output = run_check(task.check, workdir, task.check_timeout)
+        check_exit, check_output = run_check(task.check, workdir, task.check_timeout, sandbox)
         return {
             "task": task.name,
             "arm": arm.name,
@@ -298,20 +300,29 @@ def _execute_run(spec: RunSpec, stop: threading.Event | None) -> JSONObject:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def run_check(command: str, workdir: Path, timeout: float) -> tuple[int, str]:
-    """Run a task's check command; its exit code (124 on timeout) and the tail of its output.
+def run_check(
+    command: str, workdir: Path, timeout: float, sandbox: Sandbox | None = None
+) -> tuple[int, str]:
+    """Run a task's check command where the model's bash ran; its exit code and output's tail.
 
-    ``python`` on its path is the interpreter orchestrator runs on, so a suite's checks work on
-    a machine whose only Python is the one orchestrator was installed into. The verdict is the
-    shell's exit, within ``timeout``: only the tail of the output is kept (a check printing
-    without end costs no memory), and a process the check left behind that still holds the
-    output open (``setsid server &``) is not waited for.
+    The check runs the model's code, so it runs in ``sandbox``, the run's own (None: the one
+    ``auto`` picks for ``workdir``), with its limits and ``PYTHONSAFEPATH=1`` as an item's check
+    has them: never ``bash -c`` with the user's rights. ``python`` on its path is the
+    interpreter orchestrator runs on, so a suite's checks work on a machine whose only Python
+    is the one orchestrator was installed into. The verdict is the shell's exit, within
+    ``timeout`` (then 124): only the tail of the output is kept (a check printing without end
+    costs no memory), and a process the check left behind that still holds the output open
+    (``setsid server &``) is not waited for.
     """
-    env = scrub_environment(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if sandbox is None:
+        sandbox = choose_sandbox("auto", SandboxPolicy(workdir)).sandbox
+    python = shlex.quote(str(Path(sys.executable).parent))
+    line = f'export PATH={python}:"$PATH"\n{command}'
+    argv, env = sandbox.command(line, os.environ, extra_env=_CHECK_ENVIRONMENT)
+    if sandbox.mode != "bwrap":
+        argv = with_reaper(argv)  # bwrap's pid namespace ends what the check started
     process = subprocess.Popen(
-        ["bash", "-c", command],
+        launcher(argv, sandbox.policy.limits, None),
         cwd=workdir,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -439,8 +450,13 @@ def _model_for(spec: RunSpec) -> Model:
     )
 
 
-def _session(spec: RunSpec, workdir: Path, model: Model, tally: TraceTally) -> RunOutcome:
-    """Run the task through the same session wiring as ``orchestrator run`` (the API's)."""
+def _session(
+    spec: RunSpec, workdir: Path, model: Model, tally: TraceTally
+) -> tuple[RunOutcome, Sandbox | None]:
+    """Run the task through the same session wiring as ``orchestrator run`` (the API's).
+
+    Its outcome, and the sandbox its bash ran in (where the task's check runs too).
+    """
     from orchestrator.agent import RunOptions, Session, silent_view
 
     harness, arm = spec.harness, spec.arm
@@ -483,7 +499,8 @@ def _session(spec: RunSpec, workdir: Path, model: Model, tally: TraceTally) -> R
         settle_plan=False,
     )
     try:
-        return session.turn(spec.task.prompt)
+        outcome = session.turn(spec.task.prompt)
+        return outcome, session.sandbox.sandbox if session.sandbox is not None else None
     except SettingsError as error:
         raise RunAborted(f"{'/'.join(map(str, spec.key))}: {error}") from None
     finally:

@@ -13,8 +13,8 @@ The command gets Claude Code's JSON on stdin in Claude Code's names (``Bash``, a
 answers with its exit code and, if it likes, a JSON decision (:mod:`.runner`). Where each event
 meets the machines (:mod:`.tools`): ``PreToolUse`` and ``PostToolUse`` wrap dispatch, ``Stop``
 is a done-check on the loop's ``done`` edge, ``TaskCompleted`` is part of the item's
-``check_passes`` guard. Hooks run in bash's sandbox unless ``outside = true``; the files their
-commands name are pinned by digest (:mod:`.scripts`).
+``check_passes`` guard. Hooks run in bash's sandbox unless ``outside = true``; what their
+commands run from the work directory is pinned by digest (:mod:`orchestrator.pinning`).
 """
 
 from orchestrator.hooks.loading import (

@@ -19,6 +19,7 @@ from pathlib import Path
 import attrs
 
 from orchestrator.hooks.payload import claude_tool_name
+from orchestrator.pinning import Reading, read_shell
 
 #: The events this harness runs, each where it meets the machines (docs/checks.md).
 HOOK_EVENTS = (
@@ -109,6 +110,10 @@ class Hook:
             return self.command
         words = [_placeholders(word, project_dir) for word in (self.command, *self.args)]
         return shlex.join(words)
+
+    def reading(self, project_dir: Path) -> Reading:
+        """What the command runs from the project folder (pinned), and names outside it."""
+        return read_shell(self.shell_command(project_dir), project_dir)
 
     def matches(self, value: str | None) -> bool:
         """Whether this hook runs for a tool (or an event's source, reason or trigger)."""

@@ -9,9 +9,12 @@ blocks nothing. What a hook says is cut to the tool output cap, head and tail.
 Hooks run inside the sandbox bash runs in, by default: the work directory writable, the trace
 and the files the command names readable, an environment without the key or any secret, and
 nothing it starts outliving it (bwrap's pid namespace; a per-call subreaper elsewhere). A hook
-with ``outside = true`` runs with the user's rights instead (still without the secrets). A hook
-whose script in the work directory differs from what a person trusted, or changed during the
-run, does not run: the run says so and ends with exit code 3.
+with ``outside = true`` runs with the user's rights instead (still without the secrets). Every
+hook runs with ``PYTHONSAFEPATH=1``: a ``python3 hook.py`` never imports a module the model
+planted beside it. A hook whose script in the work directory differs from what a person
+trusted, or changed during the run, does not run; nor does an outside hook whose command runs
+something from the work directory that cannot be pinned (:mod:`orchestrator.pinning`). The run
+says so and ends with exit code 3.
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import attrs
 
 from orchestrator.hooks.loading import Hook
 from orchestrator.hooks.payload import PERMISSION_MODES
-from orchestrator.hooks.scripts import digests, named_files
 from orchestrator.inert import inert
+from orchestrator.pinning import pin_problem
 from orchestrator.protocols import JSONObject
 from orchestrator.tools.arguments import OUTPUT_LIMIT, cut_middle
 from orchestrator.tools.processes import kill_everything, kill_group, launcher, with_reaper
@@ -46,6 +49,9 @@ JSON_LIMIT = 1 << 20
 #: The variable every hook finds the project in, as in Claude Code.
 PROJECT_DIR = "CLAUDE_PROJECT_DIR"
 BLOCKING_EXIT = 2
+#: Set for every hook: ``python3 .claude/hooks/x.py`` does not put the script's folder first
+#: on ``sys.path``, so a ``json.py`` the model writes beside it is never imported.
+SAFE_PYTHON = {"PYTHONSAFEPATH": "1"}
 #: Events whose plain stdout (not JSON) joins the conversation, as in Claude Code.
 _PLAIN_TEXT_CONTEXT = frozenset({"UserPromptSubmit", "SessionStart"})
 #: Events a hook can refuse: one whose script was tampered with refuses too (fails closed).
@@ -139,7 +145,7 @@ class HookRunner:
         # What every hook's scripts hold now: a change during the run is the model's.
         for hook in self.hooks:
             if hook.runs:
-                self._pins[hook] = self._scripts(hook)
+                self._pins[hook] = hook.reading(self.cwd).pins(self.cwd)
 
     def has(self, event: str) -> bool:
         return any(hook.event == event and hook.runs for hook in self.hooks)
@@ -250,40 +256,34 @@ class HookRunner:
 
     # --- scripts -------------------------------------------------------------------------------
 
-    def _scripts(self, hook: Hook) -> dict[str, str]:
-        return digests(named_files(hook.shell_command(self.cwd), self.cwd).inside, self.cwd)
-
     def _tampered(self, hook: Hook) -> str | None:
-        """Why ``hook`` may not run now because of the scripts it names, or None."""
-        pinned = self._pins.get(hook, {})
-        for name, digest in self._scripts(hook).items():
-            trusted = self.trusted_files.get(name)
-            if trusted is not None:
-                if trusted == digest:
-                    continue  # what a person trusted, whatever it held in between
-                reason = f"{name} changed since the folder was trusted"
-            elif name not in pinned:
-                reason = f"{name} appeared during this run"
-            elif pinned[name] != digest:
-                reason = f"{name} changed during this run"
-            elif hook.outside:
-                reason = f"{name} is in the work directory and was not trusted"
-            else:
-                continue
-            self._refuse(hook, reason)
-            return reason
-        return None
+        """Why ``hook`` may not run now because of what it runs from the work directory."""
+        reading = hook.reading(self.cwd)
+        if hook.outside and reading.refusal:
+            self._refuse(
+                hook,
+                reading.refusal,
+                fix="drop outside = true, or move what it runs out of the work directory",
+            )
+            return reading.refusal
+        reason = pin_problem(
+            reading.pins(self.cwd),
+            self.cwd,
+            trusted=self.trusted_files,
+            started=self._pins.get(hook, {}),
+            outside=hook.outside,
+        )
+        if reason is not None:
+            self._refuse(hook, reason, fix="review it, then `orchestrator trust` records it")
+        return reason
 
-    def _refuse(self, hook: Hook, reason: str) -> None:
+    def _refuse(self, hook: Hook, reason: str, *, fix: str) -> None:
         refusal = HookRefusal(hook.event, hook.shown, reason)
         if refusal in self.refused:
             return
         self.refused.append(refusal)
         self.notice(
-            inert(
-                f"! {hook.event} hook `{hook.shown}` does not run: {reason}; review it, then "
-                "`orchestrator trust` records it (exit code 3)"
-            )
+            inert(f"! {hook.event} hook `{hook.shown}` does not run: {reason}; {fix} (exit code 3)")
         )
 
     # --- starting it ---------------------------------------------------------------------------
@@ -330,21 +330,20 @@ class HookRunner:
         """The argv and environment one hook starts with: in the sandbox, or outside it."""
         command = hook.shell_command(self.cwd)
         if hook.outside:
-            env = scrub_environment(os.environ)
-            env[PROJECT_DIR] = str(self.cwd)
+            env = {**scrub_environment(os.environ), PROJECT_DIR: str(self.cwd), **SAFE_PYTHON}
             return with_reaper(["/bin/sh", "-c", command]), self._without_secrets(env)
-        sandbox = self._sandbox_for(hook, command)
+        sandbox = self._sandbox_for(hook)
         source = {**os.environ, PROJECT_DIR: str(self.cwd)}
-        argv, env = sandbox.command(command, source)
+        argv, env = sandbox.command(command, source, extra_env=SAFE_PYTHON)
         if sandbox.mode != "bwrap":
             argv = with_reaper(argv)  # bwrap's pid namespace ends what the hook started
         return launcher(argv, sandbox.policy.limits, None), self._without_secrets(env)
 
-    def _sandbox_for(self, hook: Hook, command: str) -> Sandbox:
+    def _sandbox_for(self, hook: Hook) -> Sandbox:
         """Bash's sandbox, showing the trace and the files the command names, read-only."""
         policy = self.sandbox.policy
         trace = Path(self.transcript_path) if self.transcript_path else None
-        readable = [*named_files(command, self.cwd).outside]
+        readable = [*hook.reading(self.cwd).outside]
         if trace is not None and trace.exists():
             readable.append(trace)
         hooked = attrs.evolve(

@@ -100,6 +100,7 @@ def document(
         '">\n<meta name="referrer" content="no-referrer">\n',
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n',
         '<meta name="color-scheme" content="light dark">\n',
+        # write.py knows a page it may replace by this line (PAGE_MARKER there).
         f'<meta name="generator" content="orchestrator {html.escape(__version__)}">\n',
         f"<title>{html.escape(title, quote=False)}</title>\n",
         f"<style>{style}</style>\n</head>\n<body>\n",

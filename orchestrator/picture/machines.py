@@ -26,6 +26,9 @@ _ELEMENTS = frozenset({"svg", "g", "title", "polygon", "polyline", "path", "elli
 _ATTRIBUTES = frozenset(
     {
         "viewBox",
+        # The chart's natural size (in pt), so the page shows it readable and scrolls it.
+        "width",
+        "height",
         "transform",
         "points",
         "d",
@@ -63,7 +66,7 @@ class MachineDrawing:
 def draw_machines(counts: EdgeCounts) -> tuple[MachineDrawing, ...]:
     """The item and the loop chart with ``counts``; each without SVG says why."""
     try:
-        documents = render_machines("all", "dot", counts=counts)
+        documents = render_machines("all", "dot", counts=counts, page=True)
     except DiagramError as error:
         return tuple(MachineDrawing(name, None, str(error)) for name in ("item", "loop"))
     drawings = []

@@ -125,6 +125,7 @@ class Header:
     run_id: str
     trace: str
     task: str
+    #: The model the run asked for (``settings.model``; each, for runs that asked for others).
     model: str
     status: str
     exit_code: int | None
@@ -134,6 +135,8 @@ class Header:
     cost: float | None
     started: str
     finished: str
+    #: The runs' own durations summed (``run.started`` to ``run.finished``, or to the run's last
+    #: event), so the time between a run and its resumption is not counted.
     wall_seconds: float | None
     #: Recorded in ``run.started`` since the page was added; older traces say "not recorded".
     sandbox: str | None
@@ -142,6 +145,12 @@ class Header:
     reason: str = ""
     shared_board: str | None = None
     agent: str | None = None
+    #: The models that served the answers (``model.response``) where they differ from ``model``.
+    served: tuple[str, ...] = ()
+    #: Which client ran it (``run.started``'s ``model``: ``anthropic``, ``scripted:NAME``).
+    client: str = ""
+    #: From the first event to the last: the wall time plus any idle time between runs.
+    span_seconds: float | None = None
 
 
 @attrs.frozen
@@ -162,7 +171,9 @@ class RunPicture:
     rounds: tuple[Round, ...]
     lanes: tuple[Lane, ...]
     markers: tuple[Marker, ...]
-    machines: Mapping[str, Sequence[tuple[str, str, str, int]]]
+    #: Per machine, each edge fired: ``(src, trigger, dst, alternative, times)`` (see
+    #: :meth:`~orchestrator.diagram.EdgeCounts.fired`).
+    machines: Mapping[str, Sequence[tuple[str, str, str, str, int]]]
     counts: EdgeCounts
     stop: Stop
     #: Lines whose fields had a shape the page could not draw (a hand-edited trace).
@@ -177,10 +188,11 @@ def read_picture(trace: TraceFile, prices: Prices | None = None) -> RunPicture:
     builder = _Builder(trace, prices)
     for line in trace.events():
         handler = _HANDLERS.get(line.name)
-        if handler is None:
-            continue
         try:
-            handler(builder, line)
+            # Every event: the counts read reminders, done-checks and the plan to tell edges apart.
+            builder.counts.feed(line.event)
+            if handler is not None:
+                handler(builder, line)
         except (TypeError, ValueError, AttributeError, KeyError):
             builder.skipped.append(line.number)
     return builder.finish()
@@ -200,7 +212,9 @@ class _Builder:
         self.runs = 0
         self.run_id = ""
         self.task = ""
-        self.model = ""
+        self.client = ""
+        self.models: dict[str, None] = {}  # asked for, in order
+        self.served: dict[str, None] = {}  # served, in order
         self.status = ""
         self.reason = ""
         self.settings: Mapping[str, Any] = {}
@@ -211,6 +225,9 @@ class _Builder:
         self.agent: str | None = None
         self.first_ts = ""
         self.last_ts = ""
+        self.previous_ts = ""  # the last timestamp before the event being read
+        self.run_started_ts: str | None = None  # the open run's start
+        self.run_seconds: float | None = 0.0  # the closed runs' durations (None: unknown)
         self.refused = 0
         self._round_key: tuple[int, int] | None = None
         self._calls: dict[str, dict[str, Any]] = {}
@@ -321,7 +338,7 @@ class _Builder:
             run_id=self.run_id,
             trace=str(self.trace.path),
             task=self.task,
-            model=self.model or str(self.settings.get("model", "")),
+            model=", ".join(self.models) or self.client,
             status=status,
             exit_code=code,
             rounds=len(rounds),
@@ -330,14 +347,32 @@ class _Builder:
             cost=self.totals.cost(self.prices, str(self.settings.get("model", ""))),
             started=self.first_ts,
             finished=self.last_ts,
-            wall_seconds=_seconds_between(self.first_ts, self.last_ts),
+            wall_seconds=self._wall_seconds(),
             sandbox=self.sandbox,
             approval=self.approval,
             window=self.window,
             reason=self.reason,
             shared_board=self.shared,
             agent=self.agent,
+            served=tuple(model for model in self.served if model not in self.models),
+            client=self.client,
+            span_seconds=_seconds_between(self.first_ts, self.last_ts),
         )
+
+    def end_run(self, ts: str) -> None:
+        """Add the open run's duration, up to ``ts``, to the runs' wall time."""
+        if self.run_started_ts is None:
+            return
+        seconds = _seconds_between(self.run_started_ts, ts)
+        self.run_started_ts = None
+        if seconds is None or self.run_seconds is None:
+            self.run_seconds = None
+        else:
+            self.run_seconds += seconds
+
+    def _wall_seconds(self) -> float | None:
+        self.end_run(self.last_ts)
+        return self.run_seconds if self.runs else _seconds_between(self.first_ts, self.last_ts)
 
     def _stop(self, rounds: Sequence[Round]) -> Stop:
         last = self.trace.last
@@ -421,12 +456,14 @@ def _on_any(builder: _Builder, line: TraceLine) -> None:
     ts = line.event.get("ts")
     if isinstance(ts, str):
         builder.first_ts = builder.first_ts or ts
-        builder.last_ts = ts
+        builder.previous_ts, builder.last_ts = builder.last_ts, ts
     builder.run_id = builder.run_id or str(line.event.get("run_id") or "")
 
 
 def _on_run_started(builder: _Builder, line: TraceLine) -> None:
     event = line.event
+    builder.end_run(builder.previous_ts)  # a run killed before run.finished ends at its last event
+    builder.run_started_ts = builder.last_ts
     builder.runs += 1
     builder._round_key = None
     builder.status, builder.reason = "", ""
@@ -434,7 +471,9 @@ def _on_run_started(builder: _Builder, line: TraceLine) -> None:
     builder.settings = settings if isinstance(settings, Mapping) else {}
     if not builder.task and isinstance(event.get("task"), str):
         builder.task = event["task"]
-    builder.model = str(event.get("model") or builder.model)
+    builder.client = str(event.get("model") or builder.client)
+    if builder.settings.get("model"):
+        builder.models[str(builder.settings["model"])] = None
     for field in ("sandbox", "approval"):
         if isinstance(event.get(field), str):
             setattr(builder, field, event[field])
@@ -447,13 +486,13 @@ def _on_run_started(builder: _Builder, line: TraceLine) -> None:
 
 
 def _on_run_finished(builder: _Builder, line: TraceLine) -> None:
+    builder.end_run(builder.last_ts)
     builder.status = str(line.event.get("status") or "unknown")
     builder.reason = str(line.event.get("reason") or "")
 
 
 def _on_loop_transition(builder: _Builder, line: TraceLine) -> None:
     builder._enter_round(line)
-    builder.counts.feed(line.event)
 
 
 def _on_model_request(builder: _Builder, line: TraceLine) -> None:
@@ -475,6 +514,8 @@ def _on_model_response(builder: _Builder, line: TraceLine) -> None:
     for key, value in usage.items():
         row["usage"][key] += value
     model = str(event.get("model") or builder.settings.get("model") or "")
+    if event.get("model"):
+        builder.served[str(event["model"])] = None
     spent = cost_of(usage, prices_for(model, builder.prices))
     row["cost"] = None if spent is None or row["cost"] is None else row["cost"] + spent
     row["context_tokens"] = _int(event.get("context_tokens"))
@@ -555,7 +596,6 @@ def _on_plan_updated(builder: _Builder, line: TraceLine) -> None:
 
 
 def _on_plan_transition(builder: _Builder, line: TraceLine) -> None:
-    builder.counts.feed(line.event)
     # plan.updated follows with every item's state; an item it never lists still gets a lane.
     item = line.event.get("item")
     if isinstance(item, str) and item not in builder._live:

@@ -124,7 +124,7 @@ def read_team(url: str, near: Iterable[Path] = ()) -> TeamPicture:
         folders.append(database.parent)
     agents = tuple(_agents(url, folders))
     if database is not None and not database.is_file():
-        return TeamPicture(url, (), (), (), agents, f"{database}: the board's file is gone")
+        return TeamPicture(url, (), (), (), agents, f"no board at {database} (no such file)")
     try:
         store = open_store(url, create=False)  # a picture never makes a board
     except BoardUrlError as error:

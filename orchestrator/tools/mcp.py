@@ -8,7 +8,9 @@ offer now (``mcp__SERVER__TOOL``; a server's tool-list-changed notification is f
 The SDK is async and the loop is not: the client sessions live on one event-loop thread per run,
 and every call crosses to it with a timeout (``--mcp-timeout``). Whatever a server does (fails to
 start, crashes, hangs, answers garbage) becomes a tool result with ``is_error`` for the model,
-one line for the person and an ``mcp.server`` or ``mcp.error`` event for the trace. Events and
+one line for the person and an ``mcp.server`` or ``mcp.error`` event for the trace. A server
+whose command runs a file from the work directory that differs from what a person trusted (or
+that cannot be pinned) does not start, and counts as a refusal (exit code 3). Events and
 lines are queued by the event-loop thread and written by the caller's thread, so the trace keeps
 one writer.
 """
@@ -33,10 +35,18 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import attrs
 
 from orchestrator.config import flag_label
+from orchestrator.pinning import pin_problem
 from orchestrator.protocols import EventLog, JSONObject, Tool, ToolResult
 from orchestrator.tools._reaper import process_ids
 from orchestrator.tools.arguments import error_result, with_note
-from orchestrator.tools.mcp_config import McpServerConfig, Resolved, resolve, tool_name_part
+from orchestrator.tools.mcp_config import (
+    McpServerConfig,
+    Resolved,
+    resolve,
+    server_environment,
+    server_reading,
+    tool_name_part,
+)
 
 if TYPE_CHECKING:
     import anyio
@@ -60,7 +70,7 @@ _CROSSING_SLACK = 5.0
 _PAGE_LIMIT = 100
 _REASON_CHARACTERS = 300
 
-State = Literal["starting", "running", "failed", "not_trusted", "crashed", "stopped"]
+State = Literal["starting", "running", "failed", "not_trusted", "refused", "crashed", "stopped"]
 
 
 @attrs.frozen
@@ -118,6 +128,7 @@ _HOW: Mapping[str, str] = {
     "failed": "did not start",
     "crashed": "stopped",
     "not_trusted": "not started",
+    "refused": "not started",
     "starting": "did not start",
 }
 
@@ -166,6 +177,8 @@ class McpServers:
     the work directory by default. ``start_timeout`` bounds the start (default: ``timeout``,
     at least :data:`START_FLOOR`); ``label`` names a setting in the person's lines (the CLI's
     ``--mcp-timeout``, the API's ``mcp_timeout=``) and ``untrusted_hint`` says how to trust.
+    What a server runs from ``workdir`` (for a project's server, at least from its own folder)
+    must hold what ``trusted_files`` says a person trusted; one that does not is refused.
     """
 
     servers: Sequence[McpServerConfig]
@@ -176,6 +189,13 @@ class McpServers:
     start_timeout: float | None = None
     label: Callable[[str], str] = flag_label
     untrusted_hint: str = "pass --trust, or answer yes when asked on a terminal"
+    #: The work directory: what a server runs from it is pinned (None: a project server's folder).
+    workdir: Path | None = None
+    #: The states of the files in it a person trusted (relative path → sha256 or ``absent``).
+    trusted_files: Mapping[str, str] = attrs.field(factory=dict)
+    #: The servers that did not start because of what they run: (name, why); each counts in the
+    #: exit code.
+    refused: list[tuple[str, str]] = attrs.field(init=False, factory=list)
     _connections: dict[str, _Connection] = attrs.field(init=False, factory=dict)
     _notify: Callable[[str], None] = attrs.field(init=False, default=lambda _line: None)
     _events: deque[tuple[str, JSONObject]] = attrs.field(init=False, factory=deque)
@@ -203,6 +223,8 @@ class McpServers:
                 untrusted.append(server)
             elif server.unusable:
                 self._failed(connection, server.unusable)
+            elif (problem := self._pin_problem(server)) is not None:
+                self._refuse(connection, problem)
             else:
                 startable.append(connection)
         if untrusted:
@@ -498,8 +520,9 @@ class McpServers:
         parameters = StdioServerParameters(
             command=resolved.command,
             args=list(resolved.args),
-            # Merged over the SDK's minimal PATH, HOME, USER, SHELL, TERM, LOGNAME: no key.
-            env=dict(resolved.env),
+            # The SDK's minimal PATH, HOME, USER, SHELL, TERM, LOGNAME, PYTHONSAFEPATH, then the
+            # config's: no key.
+            env=server_environment(resolved, self.environ),
             # Its config's folder, not the work directory: `python3 -m tool` and `npx tool`
             # look there first, and the model may have planted a tool.py or node_modules.
             cwd=resolved.cwd,
@@ -612,6 +635,33 @@ class McpServers:
         )
         connection.ready.set()
 
+    def _pin_problem(self, server: McpServerConfig) -> str | None:
+        """Why ``server`` may not start because of what it runs from the work directory."""
+        folder = self.workdir
+        if folder is None and server.project and server.folder:
+            folder = Path(server.folder)
+        if folder is None:
+            return None
+        reading = server_reading(server, folder, self.environ)
+        if reading is None:
+            return None
+        if reading.refusal:
+            return reading.refusal
+        now = reading.pins(folder)
+        return pin_problem(now, folder, trusted=self.trusted_files, outside=True)
+
+    def _refuse(self, connection: _Connection, reason: str) -> None:
+        connection.state, connection.reason = "refused", reason
+        config = connection.config
+        self.refused.append((config.name, reason))
+        self._event(
+            "mcp.server", server=config.name, status="refused", origin=config.origin, reason=reason
+        )
+        self._say(
+            f"! mcp server {config.name} does not start: {reason}; review it, then "
+            "`orchestrator trust` records it (exit code 3)"
+        )
+
     def _event(self, name: str, **fields: Any) -> None:
         self._events.append((name, fields))
 
@@ -636,13 +686,22 @@ def check_servers(
     trusted: bool,
     timeout: float = DEFAULT_TIMEOUT,
     environ: Mapping[str, str] | None = None,
+    workdir: Path | None = None,
+    trusted_files: Mapping[str, str] | None = None,
 ) -> list[ServerStatus]:
     """Start every server once, see what it offers, stop it (``mcp list``, ``doctor``).
 
     Each may take ``timeout`` seconds to start and list its tools: no more, and no floor.
+    ``workdir`` and ``trusted_files`` are as for :class:`McpServers`.
     """
     source = McpServers(
-        servers, timeout=timeout, start_timeout=timeout, trusted=trusted, environ=environ
+        servers,
+        timeout=timeout,
+        start_timeout=timeout,
+        trusted=trusted,
+        environ=environ,
+        workdir=workdir,
+        trusted_files=dict(trusted_files or {}),
     )
     try:
         source.open(lambda _line: None)

@@ -10,6 +10,9 @@ environment holds only what its config names (and a minimal ``PATH``/``HOME``).
 A stdio server starts in its ``cwd``, else in the folder of the file that names it, never in
 the work directory unless its config says so: the model writes there, and a ``python3 -m tool``
 or ``npx tool`` started there would run the model's ``tool.py`` or ``node_modules/.bin/tool``.
+What a server's command runs from the work directory (a project's ``python3 srv.py``) is
+pinned as a hook's is (:func:`server_reading`, :mod:`orchestrator.pinning`), and every stdio
+server starts with ``PYTHONSAFEPATH=1``, so no module planted beside its script is imported.
 
 A malformed file is a person's mistake: :class:`McpConfigError`, one line. A server that
 cannot start as written (an unset variable, a transport we do not speak) is not: it is reported
@@ -29,6 +32,8 @@ from typing import Any, Literal
 
 import attrs
 
+from orchestrator.pinning import Reading, read_argv
+
 MCP_JSON = ".mcp.json"
 PROJECT_TOML = "orchestrator.toml"
 TABLE = "mcp_servers"
@@ -37,6 +42,12 @@ Transport = Literal["stdio", "http"]
 _TOML_KEYS = frozenset({"type", "command", "args", "env", "cwd", "url", "headers"})
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
+#: What a stdio server's environment takes from ours besides what its config names (the SDK's
+#: list on POSIX).
+_INHERITED = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+#: Set for every stdio server (its config may say otherwise): ``python3 srv.py`` does not put
+#: the script's folder first on ``sys.path``, so a module planted beside it is never imported.
+SAFE_PYTHON = {"PYTHONSAFEPATH": "1"}
 
 
 class McpConfigError(Exception):
@@ -129,6 +140,37 @@ def resolve(server: McpServerConfig, environ: Mapping[str, str] | None = None) -
     if missing:
         return attrs.evolve(resolved, missing=", ".join(dict.fromkeys(missing)))
     return resolved
+
+
+def server_environment(
+    resolved: Resolved, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The environment a stdio server starts with: a minimal one of ours, then its config's."""
+    environ = os.environ if environ is None else environ
+    inherited = {
+        name: environ[name]
+        for name in _INHERITED
+        if name in environ and not environ[name].startswith("()")  # no shell functions
+    }
+    return {**inherited, **SAFE_PYTHON, **resolved.env}
+
+
+def server_reading(
+    server: McpServerConfig, workdir: Path, environ: Mapping[str, str] | None = None
+) -> Reading | None:
+    """What a stdio server's command runs from ``workdir``.
+
+    None when it starts no process here: HTTP, a transport we do not speak, an unset variable.
+    """
+    if server.transport != "stdio" or server.unusable:
+        return None
+    resolved = resolve(server, environ)
+    if resolved.missing:
+        return None
+    argv = [resolved.command, *resolved.args]
+    return read_argv(
+        argv, Path(resolved.cwd), workdir, environ=server_environment(resolved, environ)
+    )
 
 
 def mcp_secret_values(

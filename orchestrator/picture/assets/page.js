@@ -14,7 +14,23 @@
     completed: "completed",
     cancelled: "cancelled",
     holding: "holds an item",
+    many: "more than one in progress",
   };
+  // A symbol per state, drawn in each stretch wide enough and said in its title and the
+  // legend, so no state is told by its colour alone (the fills differ in pattern too).
+  const STATE_SYMBOLS = {
+    pending: "○",
+    blocked: "‖",
+    in_progress: "▶",
+    completed: "✓",
+    cancelled: "✕",
+    holding: "▶",
+    many: "‼",
+  };
+  function stateWord(state) {
+    const symbol = STATE_SYMBOLS[state];
+    return (symbol ? symbol + " " : "") + (STATE_WORDS[state] || state);
+  }
   const MARKER_WORDS = {
     reminder: "reminder",
     rejected: "rejected update",
@@ -155,8 +171,12 @@
             height: rowHeight - 6,
             class: "seg st-" + state,
           });
-          tip(rect, (row.title || row.label) + ": " + (note || STATE_WORDS[state] || state) + ", " + axisLabel(start) + (end - start > 1 ? " to " + axisLabel(end - 1) : ""));
+          const said = (STATE_SYMBOLS[state] ? STATE_SYMBOLS[state] + " " : "") + (note || STATE_WORDS[state] || state);
+          tip(rect, (row.title || row.label) + ": " + said + ", " + axisLabel(start) + (end - start > 1 ? " to " + axisLabel(end - 1) : ""));
           chart.append(rect);
+          if ((end - start) * step >= 16 && STATE_SYMBOLS[state]) {
+            chart.append(svg("text", { x: start * step + 3, y: y + rowHeight - 5, class: "seg-symbol sym-" + state, "aria-hidden": "true" }, STATE_SYMBOLS[state]));
+          }
         }
         for (const marker of row.markers || []) {
           const x = marker.round * step + step / 2;
@@ -210,7 +230,7 @@
 
   function legend(items) {
     const list = el("ul", { class: "legend" });
-    for (const [cls, word] of items) list.append(el("li", {}, el("span", { class: "swatch " + cls, "aria-hidden": "true" }), word));
+    for (const [cls, word] of items.filter(Boolean)) list.append(el("li", {}, el("span", { class: "swatch " + cls, "aria-hidden": "true" }), word));
     return list;
   }
 
@@ -254,14 +274,15 @@
       h.task ? el("p", { class: "task", text: h.task }) : null,
       facts([
         ["status", status],
-        ["model", h.model],
+        ["model", h.model + (h.served && h.served.length ? " · served as " + h.served.join(", ") : "")],
         ["rounds", count(h.rounds) + (h.runs > 1 ? " in " + h.runs + " runs" : "")],
         ["tokens in", count(usage.input_tokens)],
         ["tokens out", count(usage.output_tokens)],
         ["cache read", count(usage.cache_read_input_tokens)],
         ["cache write", count(usage.cache_creation_input_tokens)],
         ["cost", money(h.cost)],
-        ["wall time", seconds(h.wall_seconds)],
+        ["wall time", seconds(h.wall_seconds) + (h.runs > 1 ? " summed over " + h.runs + " runs" : "")],
+        ["first to last event", h.runs > 1 ? seconds(h.span_seconds) : null],
         ["started", h.started],
         ["sandbox", h.sandbox || "not recorded"],
         ["approval", h.approval || "not recorded"],
@@ -314,8 +335,8 @@
     body.push(
       chart.node,
       legend([
-        ...STATES.map((state) => ["st-" + state, STATE_WORDS[state]]),
-        ["st-many", "more than one in progress"],
+        ...STATES.map((state) => ["st-" + state, stateWord(state)]),
+        ["st-many", stateWord("many")],
         ["mk-reminder", "reminder"],
         ["mk-rejected", "rejected update"],
         ["mk-pass", "check passed"],
@@ -373,6 +394,24 @@
     return details;
   }
 
+  // A round step for an axis: 1, 2, 2.5 or 5 times a power of ten, about `wanted` to the top.
+  function niceStep(top, wanted) {
+    const raw = Math.max(top, 1e-9) / wanted;
+    const power = Math.pow(10, Math.floor(Math.log10(raw)));
+    const fraction = raw / power;
+    return (fraction <= 1 ? 1 : fraction <= 2 ? 2 : fraction <= 2.5 ? 2.5 : fraction <= 5 ? 5 : 10) * power;
+  }
+  function shortCount(value) {
+    if (value >= 1e6) return +(value / 1e6).toFixed(2) + "M";
+    if (value >= 1e3) return +(value / 1e3).toFixed(1) + "k";
+    return String(+value.toFixed(2));
+  }
+  function shortMoney(value) {
+    return value === 0 ? "$0" : value < 0.1 ? "$" + +value.toFixed(4) : "$" + +value.toFixed(2);
+  }
+
+  // Three panels over the same rounds, each on its own scale and axis: the tokens of each
+  // round; the context's fill as a share of the window (so 1% looks like 1%); the cost so far.
   function tokensSection(data, roundLabel, show, redraw) {
     const rounds = data.rounds;
     const columns = data.columns;
@@ -385,73 +424,134 @@
       ["output", "t-output", "output"],
     ];
     const context = data.markers.filter((m) => ["cleared", "compacted", "window"].includes(m.kind));
+    // The cost so far after each round; a round without a price adds nothing and is counted.
+    const spentSoFar = new Float64Array(columns);
+    let spent = 0;
+    let unpriced = 0;
+    for (let c = 0; c < columns; c += 1) {
+      if (rounds.cost[c] === null) unpriced += 1;
+      else spent += rounds.cost[c];
+      spentSoFar[c] = spent;
+    }
+    const priced = unpriced < columns;
+    function share(column) {
+      return rounds.window[column] && rounds.context[column] !== null ? rounds.context[column] / rounds.window[column] : null;
+    }
     function describe(column) {
-      const share = rounds.window[column] ? Math.round((100 * rounds.context[column]) / rounds.window[column]) + "% of the window" : "no window recorded";
+      const part = share(column);
+      const fill = part === null ? "no window recorded" : (100 * part).toFixed(part < 0.1 ? 1 : 0) + "% of the " + count(rounds.window[column]) + "-token window";
       return roundLabel(column) + ": " + count(rounds.input[column]) + " in, " + count(rounds.output[column]) + " out, " +
         count(rounds.cache_read[column]) + " cache read, " + count(rounds.cache_write[column]) + " cache write, " +
-        money(rounds.cost[column]) + "; context " + count(rounds.context[column]) + " tokens, " + share;
+        money(rounds.cost[column]) + (priced ? " (" + money(spentSoFar[column]) + " so far)" : "") +
+        "; context " + count(rounds.context[column]) + " tokens, " + fill;
     }
     function draw() {
       plot.replaceChildren();
-      const width = Math.max(plot.clientWidth || 0, 200);
-      const height = 220;
-      const top = 10;
-      const bottom = 22;
-      const inner = height - top - bottom;
-      const step = width / Math.max(columns, 1);
+      const width = Math.max(plot.clientWidth || 0, 320);
+      const gutter = 64;
+      const inner = width - gutter - 8;
+      const step = inner / Math.max(columns, 1);
+      const panels = [
+        { key: "tokens", title: "tokens per round", height: 170 },
+        { key: "context", title: "context: % of the window", height: 80 },
+        { key: "cost", title: priced ? "cost so far" + (unpriced ? " (" + count(unpriced) + " rounds without a price left out)" : "") : "cost: unknown (no price for this model)", height: priced ? 70 : 0 },
+      ];
+      const gap = 26;
+      const axis = 20;
+      let y = gap;
+      for (const panel of panels) { panel.top = y; y += panel.height + gap; }
+      const height = y - gap + axis;
+      const chart = svg("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height, class: "token-svg", role: "img", "aria-label": "per round: tokens stacked by kind on a token axis; the context's fill as a share of the window; the cost so far" });
+      chart.append(svg("rect", { x: 0, y: 0, width: width, height: height, class: "plot-bg" }));
+      const x = (column) => gutter + column * step;
+      // The rounds' axis: ticks through every panel, labels at the bottom.
+      for (const [column, text] of ticks(columns, roundLabel, inner)) {
+        chart.append(svg("line", { x1: x(column), x2: x(column), y1: panels[0].top, y2: height - axis, class: "tick" }));
+        chart.append(svg("text", { x: x(column) + 2, y: height - 6, class: "tick-label" }, text));
+      }
+      // One panel's frame: its title, its value axis (ticks from 0 to top) and its baseline.
+      function frame(panel, top, label, every) {
+        chart.append(svg("text", { x: gutter, y: panel.top - 8, class: "panel-title" }, panel.title));
+        every = every || niceStep(top, panel.height > 100 ? 4 : 2);
+        for (let value = 0; value <= top * 1.0001; value += every) {
+          const at = panel.top + panel.height - (value / top) * panel.height;
+          chart.append(svg("line", { x1: gutter, x2: gutter + inner, y1: at, y2: at, class: value === 0 ? "baseline" : "grid" }));
+          chart.append(svg("text", { x: gutter - 6, y: at + 3, class: "axis-label" }, label(value)));
+        }
+      }
+      // Tokens: the top is the largest round, rounded up to the axis' step.
       let peak = 1;
       for (let c = 0; c < columns; c += 1) {
         peak = Math.max(peak, rounds.input[c] + rounds.output[c] + rounds.cache_read[c] + rounds.cache_write[c]);
       }
-      const chart = svg("svg", { width: width, height: height, viewBox: "0 0 " + width + " " + height, class: "token-svg", role: "img", "aria-label": "tokens per round, stacked, with the context's fill against the window" });
-      chart.append(svg("rect", { x: 0, y: 0, width: width, height: height, class: "plot-bg" }));
-      for (const [column, text] of ticks(columns, roundLabel, width)) {
-        chart.append(svg("line", { x1: column * step, x2: column * step, y1: top, y2: height - bottom, class: "tick" }));
-        chart.append(svg("text", { x: column * step + 2, y: height - 6, class: "tick-label" }, text));
-      }
+      const tokens = panels[0];
+      const tokenStep = Math.max(1, niceStep(peak, 4)); // whole tokens
+      const tokenTop = Math.ceil(peak / tokenStep) * tokenStep;
+      frame(tokens, tokenTop, shortCount, tokenStep);
       // One path per series: the bars of every round, drawn at once.
       const base = new Float64Array(columns);
       const barWidth = Math.max(step * 0.8, 0.6);
+      const scale = tokens.height / tokenTop;
       for (const [key, cls] of series) {
         const parts = [];
         const values = rounds[key];
         for (let c = 0; c < columns; c += 1) {
           const value = values[c];
           if (!value) continue;
-          const y0 = top + inner - (base[c] / peak) * inner;
-          const h = (value / peak) * inner;
-          parts.push("M" + (c * step).toFixed(2) + " " + y0.toFixed(2) + "h" + barWidth.toFixed(2) + "v" + (-h).toFixed(2) + "h" + (-barWidth).toFixed(2) + "z");
+          const y0 = tokens.top + tokens.height - base[c] * scale;
+          parts.push("M" + x(c).toFixed(2) + " " + y0.toFixed(2) + "h" + barWidth.toFixed(2) + "v" + (-value * scale).toFixed(2) + "h" + (-barWidth).toFixed(2) + "z");
           base[c] += value;
         }
         chart.append(svg("path", { d: parts.join(""), class: "bar " + cls }));
       }
-      // The context's fill as a share of the window, on the same height: the top is 100%.
-      chart.append(tip(svg("line", { x1: 0, x2: width, y1: top, y2: top, class: "window-line" }), "the context window (100%)"));
+      // Context: 0 to 100% of the window, always; the window is the top line.
+      const fill = panels[1];
+      frame(fill, 1, (value) => Math.round(value * 100) + "%");
+      chart.append(tip(svg("line", { x1: gutter, x2: gutter + inner, y1: fill.top, y2: fill.top, class: "window-line" }), "the context window (100%)"));
       const points = [];
+      let fullest = -1;
       for (let c = 0; c < columns; c += 1) {
-        if (rounds.context[c] === null || !rounds.window[c]) continue;
-        const share = Math.min(rounds.context[c] / rounds.window[c], 1.05);
-        points.push((c * step + step / 2).toFixed(2) + "," + (top + inner - share * inner).toFixed(2));
+        const part = share(c);
+        if (part === null) continue;
+        if (fullest < 0 || part > share(fullest)) fullest = c;
+        points.push((x(c) + step / 2).toFixed(2) + "," + (fill.top + fill.height - Math.min(part, 1.05) * fill.height).toFixed(2));
       }
+      if (points.length === 1) points.push(points[0]);
       if (points.length) chart.append(svg("polyline", { points: points.join(" "), class: "context-line" }));
-      for (const marker of context) {
-        const x = marker.round * step + step / 2;
-        chart.append(tip(svg("line", { x1: x, x2: x, y1: top, y2: height - bottom, class: "ctx-mark mk-" + marker.kind }), roundLabel(marker.round) + ": " + marker.text));
+      if (fullest >= 0) {
+        // The fullest the context got, said in words beside its point.
+        const part = share(fullest);
+        const px = x(fullest) + step / 2;
+        const words = "fullest: " + (100 * part).toFixed(part < 0.1 ? 1 : 0) + "% (" + roundLabel(fullest) + ")";
+        const right = px > gutter + inner - 160;
+        chart.append(svg("text", { x: right ? px - 4 : px + 4, y: Math.max(fill.top + 10, fill.top + fill.height - Math.min(part, 1) * fill.height - 4), class: "peak-label" + (right ? " end" : "") }, words));
       }
-      const overlay = svg("rect", { x: 0, y: 0, width: width, height: height, class: "overlay" });
-      const column = (event) => Math.min(columns - 1, Math.max(0, Math.floor((event.clientX - chart.getBoundingClientRect().left) / step)));
+      for (const marker of context) {
+        const mx = x(marker.round) + step / 2;
+        chart.append(tip(svg("line", { x1: mx, x2: mx, y1: fill.top, y2: fill.top + fill.height, class: "ctx-mark mk-" + marker.kind }), roundLabel(marker.round) + ": " + marker.text));
+      }
+      // Cost so far: a line from $0 to what the run cost.
+      const cost = panels[2];
+      if (priced) {
+        const costTop = spent > 0 ? Math.ceil(spent / niceStep(spent, 2)) * niceStep(spent, 2) : 1;
+        frame(cost, costTop, shortMoney);
+        // A step each round: across a round's column, what the run had cost by its end.
+        const parts = ["M" + x(0).toFixed(2) + " " + (cost.top + cost.height).toFixed(2)];
+        for (let c = 0; c < columns; c += 1) {
+          parts.push("V" + (cost.top + cost.height - (spentSoFar[c] / costTop) * cost.height).toFixed(2) + "H" + (x(c) + step).toFixed(2));
+        }
+        chart.append(svg("path", { d: parts.join(""), class: "cost-line" }));
+      } else {
+        chart.append(svg("text", { x: gutter, y: cost.top - 8, class: "panel-title muted-title" }, cost.title));
+      }
+      const overlay = svg("rect", { x: gutter, y: 0, width: inner, height: height, class: "overlay" });
+      const column = (event) => Math.min(columns - 1, Math.max(0, Math.floor((event.clientX - chart.getBoundingClientRect().left - gutter) / step)));
       overlay.addEventListener("mousemove", (event) => { if (columns) readout.textContent = describe(column(event)); });
       overlay.addEventListener("click", (event) => { if (columns) show(column(event)); });
       chart.append(overlay);
       plot.append(chart);
     }
     redraw.push(draw);
-    let spent = 0;
-    let known = true;
-    for (let c = 0; c < columns; c += 1) {
-      if (rounds.cost[c] === null) known = false;
-      else spent += rounds.cost[c];
-    }
     const h = data.header;
     return section(
       "tokens",
@@ -463,12 +563,13 @@
         ["t-read", "cache read"],
         ["t-write", "cache write"],
         ["t-output", "output"],
-        ["context-swatch", "context fill (top = the window)"],
+        ["context-swatch", "context fill, % of the window"],
+        priced ? ["cost-swatch", "cost so far"] : null,
         ["mk-cleared", "tool results cleared"],
         ["mk-compacted", "history compacted"],
         ["mk-window", "window learned from a refusal"],
       ]),
-      el("p", { class: "muted", text: "Rounds: " + count(columns) + " · " + (known ? money(spent) : money(h.cost)) + " · clearings " + context.filter((m) => m.kind === "cleared").length + " · compactions " + context.filter((m) => m.kind === "compacted").length }),
+      el("p", { class: "muted", text: "Rounds: " + count(columns) + " · " + (priced && !unpriced ? money(spent) : money(h.cost)) + " · clearings " + context.filter((m) => m.kind === "cleared").length + " · compactions " + context.filter((m) => m.kind === "compacted").length + " · each round's cost is also under it in the list below" }),
     );
   }
 
@@ -578,10 +679,15 @@
   function edgeTables(machines) {
     const wrap = el("div", { class: "edge-tables" });
     for (const [name, edges] of Object.entries(machines)) {
-      const table = el("table", {}, el("caption", { text: name + " machine: edges this run took" }), el("thead", {}, el("tr", {}, el("th", { text: "from" }), el("th", { text: "trigger" }), el("th", { text: "to" }), el("th", { class: "num", text: "times" }))));
+      const table = el("table", {}, el("caption", { text: name + " machine: edges this run took" }), el("thead", {}, el("tr", {}, el("th", { text: "from" }), el("th", { text: "trigger" }), el("th", { text: "guard / action" }), el("th", { text: "to" }), el("th", { class: "num", text: "times" }))));
       const body = el("tbody");
-      for (const [src, trigger, dst, times] of edges) body.append(el("tr", {}, el("td", { text: src }), el("td", { text: trigger }), el("td", { text: dst }), el("td", { class: "num", text: count(times) })));
-      if (!edges.length) body.append(el("tr", {}, el("td", { colspan: 4, text: "none" })));
+      // The guard is named where several edges share a trigger and ends; "?" where the trace
+      // does not say which of them fired.
+      for (const [src, trigger, dst, which, times] of edges) {
+        const guard = which === "?" ? "one of its guards (not in the trace)" : which;
+        body.append(el("tr", {}, el("td", { text: src }), el("td", { text: trigger }), el("td", { class: "muted", text: guard }), el("td", { text: dst }), el("td", { class: "num", text: count(times) })));
+      }
+      if (!edges.length) body.append(el("tr", {}, el("td", { colspan: 5, text: "none" })));
       table.append(body);
       wrap.append(table);
     }
@@ -618,7 +724,7 @@
       for (const lane of team.item_lanes) rows.push({ label: lane.label, title: lane.title, segments: lane.segments });
       const chart = laneChart({ columns: team.columns, rows: rows, axisLabel: axis, onPick: null, label: "the board's log: each agent's claims and each item's state" });
       redraw.push(chart.draw);
-      body.push(chart.node, legend([...STATES.map((s) => ["st-" + s, STATE_WORDS[s]]), ["st-holding", "an agent holds an item"]]));
+      body.push(chart.node, legend([...STATES.map((s) => ["st-" + s, stateWord(s)]), ["st-holding", STATE_SYMBOLS.holding + " an agent holds an item"]]));
       const log = el("details", { class: "marker-list" }, el("summary", { text: "The board's log (" + team.log.length + " entries)" }));
       const list = el("ol");
       for (const entry of team.log) {
@@ -699,9 +805,23 @@
     root.prepend(...parts);
   }
 
+  // The fills with a pattern (blocked, cancelled), defined once for every chart of the page.
+  function patterns() {
+    const holder = svg("svg", { width: 0, height: 0, class: "patterns", "aria-hidden": "true", focusable: "false" });
+    const defs = svg("defs");
+    for (const [state, angle] of [["blocked", -45], ["cancelled", 45]]) {
+      const pattern = svg("pattern", { id: "pattern-" + state, width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(" + angle + ")" });
+      pattern.append(svg("rect", { width: 6, height: 6, class: "pattern-bg-" + state }), svg("rect", { width: 2.5, height: 6, class: "pattern-fg-" + state }));
+      defs.append(pattern);
+    }
+    holder.append(defs);
+    return holder;
+  }
+
   const data = readJSON("picture-data");
   const root = document.getElementById("page");
   if (!data || !root) return;
+  document.body.prepend(patterns());
   if (data.kind === "run") runPage(data, root);
   else if (data.kind === "team") teamPage(data, root);
   else if (data.kind === "eval") evalPage(data, root);
