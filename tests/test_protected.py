@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -320,3 +321,212 @@ def test_a_loose_object_that_does_not_hash_to_its_name_is_not_landed(repo: Path)
     dropped = [d for e, f in events if e == "git.landed" for d in f["dropped"]]
     assert any("does not hash to its name" in d["why"] for d in dropped)
     assert not (repo / ".git" / "objects" / "ab" / fake[2:]).exists()
+
+
+_AGENT = (
+    "export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b; "
+)
+
+
+def _dropped(events: list[tuple[str, dict[str, Any]]]) -> dict[str, str]:
+    return {d["path"]: d["why"] for e, f in events if e == "git.landed" for d in f["dropped"]}
+
+
+@pytest.mark.skipif(not _bwrap_works(), reason="bwrap cannot run here")
+def test_landing_reads_the_index_and_packs_with_git_and_fails_closed(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each refusal on its own, with no nested .git for the guard to move out to hide it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the shaped src/HEAD goes there
+    head = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    blob = _git(repo, "rev-parse", "HEAD:app.py").stdout.strip()
+    # skip-worktree on a changed file: git status and git diff would say nothing of it.
+    events, _ = _overlay_call(repo, "echo evil >> app.py; git update-index --skip-worktree app.py")
+    assert "skip-worktree" in _dropped(events)[".git/index"]
+    assert "evil" in _git(repo, "diff").stdout
+    # A gitlink in a split index whose shared index is moved aside: git cannot read the index.
+    gitlink = f"git update-index --add --cacheinfo 160000,{head},vendor"
+    events, _ = _overlay_call(
+        repo, f"{gitlink} && git update-index --split-index && mv .git/sharedindex.* ."
+    )
+    assert "cannot read it" in _dropped(events)[".git/index"]
+    events, _ = _overlay_call(repo, "mv sharedindex.* .git/; git ls-files -s")
+    assert any("shared index lands only" in why for why in _dropped(events).values())
+    assert "vendor" not in _git(repo, "ls-files", "-s").stdout
+    assert not list((repo / ".git").glob("sharedindex.*"))
+    # A replace ref; a commit whose tree makes a folder a git dir on checkout.
+    shaped = (
+        "mkdir -p src/objects/info src/refs/heads && echo 'ref: refs/heads/x' > src/HEAD && "
+        "touch src/objects/info/k src/refs/heads/x && git add src && git commit -qm shaped"
+    )
+    replace = (
+        "T=$(git rev-parse HEAD^{tree}); "
+        f"T2=$( (git ls-tree HEAD; printf '160000 commit {head}\\tvendor\\n') | git mktree); "
+        "git replace $T $T2"
+    )
+    events, _ = _overlay_call(repo, f"{_AGENT}{shaped}; {replace}")
+    dropped = _dropped(events)
+    assert any(p.startswith(".git/refs/replace/") and "replace" in w for p, w in dropped.items())
+    branch = _git(repo, "symbolic-ref", "HEAD").stdout.strip()
+    assert "a checkout makes a git dir" in dropped[f".git/{branch}"]
+    assert _git(repo, "rev-parse", "HEAD").stdout.strip() == head
+    # A pack whose index claims app.py's blob id for other content: the index git computes
+    # from the pack is the one that lands, so the committed file stays what it was.
+    events, text = _overlay_call(repo, _FORGED_INDEX.replace("BLOB", blob))
+    assert "evil" in text  # inside, the forged index served it
+    packs = list((repo / ".git" / "objects" / "pack").glob("pack-*.idx"))
+    assert len(packs) == 1, events  # the pack lands, with an index of the harness's
+    with packs[0].open("rb") as index:
+        listed = subprocess.run(
+            ["git", "show-index"], stdin=index, capture_output=True, check=False
+        )
+    assert listed.returncode == 0 and blob.encode() not in listed.stdout
+    assert _git(repo, "cat-file", "-p", blob).stdout == "print('hi')\n"
+    assert _git(repo, "fsck", "--no-dangling").returncode == 0
+
+
+# An honest one-blob pack whose .idx is then edited to give the blob the id BLOB.
+_FORGED_INDEX = """python3 - <<'EOF'
+import hashlib, os, subprocess
+def run(*args, data=b""):
+    return subprocess.run(args, input=data, capture_output=True).stdout.strip()
+evil = run("git", "hash-object", "-w", "--stdin", data=b"evil\\n").decode()
+name = run("git", "pack-objects", "-q", ".git/objects/pack/pack", data=evil.encode() + b"\\n")
+path = ".git/objects/pack/pack-" + name.decode() + ".idx"
+idx = bytearray(open(path, "rb").read())
+at = idx.index(bytes.fromhex(evil))
+idx[at:at + 20] = bytes.fromhex("BLOB")
+for i in range(256):
+    idx[8 + 4 * i:12 + 4 * i] = (0 if i < idx[at] else 1).to_bytes(4, "big")
+idx[-20:] = hashlib.sha1(bytes(idx[:-20])).digest()
+os.chmod(path, 0o644)
+open(path, "wb").write(bytes(idx))
+EOF
+git cat-file -p BLOB"""
+
+
+def test_git_dir_shaped_finds_what_git_takes_for_a_git_dir(repo: Path) -> None:
+    from orchestrator.tools.products.gitdir import git_dir_shaped
+
+    def shape(folder: Path) -> None:
+        for part in ("objects", "refs/heads"):
+            (folder / part).mkdir(parents=True)
+        (folder / "HEAD").write_text("ref: refs/heads/main\n")
+
+    shape(repo / "src")
+    (repo / "worktree-like").mkdir()
+    (repo / "worktree-like" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / "worktree-like" / "commondir").write_text("../.git\n")
+    (repo / "deep" / "vendor").mkdir(parents=True)
+    _git(repo / "deep" / "vendor", "init", "-q")
+    (repo / "sub").mkdir()
+    (repo / "sub" / ".git").write_text("gitdir: ../.git\n")
+    (repo / "half").mkdir()
+    (repo / "half" / "HEAD").write_text("x\n")  # no objects, no refs: not a git dir
+    found = git_dir_shaped(repo)
+    assert found == sorted(
+        [
+            repo / "deep" / "vendor" / ".git",
+            repo / "src",
+            repo / "sub" / ".git",
+            repo / "worktree-like",
+        ]
+    )
+    # git agrees: run in each shaped folder, it takes that folder for its git dir.
+    for folder in (repo / "src", repo / "worktree-like"):
+        said = _git(folder, "rev-parse", "--absolute-git-dir")
+        assert said.stdout.strip() == str(folder), said.stderr
+    assert _git(repo / "half", "rev-parse", "--absolute-git-dir").stdout.strip() == str(
+        repo / ".git"
+    )
+    shape(repo)  # the work directory itself, beside its .git
+    assert repo in git_dir_shaped(repo)
+
+
+def test_a_split_index_is_read_with_its_shared_index_in_the_snapshot(repo: Path) -> None:
+    """Outside bwrap: a gitlink that appears only when a shared index comes back is seen."""
+    from orchestrator.tools.products.gitdir import find_layout
+
+    covered = ProtectedSet(repo, layout=find_layout(repo), gitlinks=True)
+    start = ProtectedSnapshot.take(covered)
+    head = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    _git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},vendor")
+    _git(repo, "update-index", "--split-index")
+    (shared,) = (repo / ".git").glob("sharedindex.*")
+    aside = repo / shared.name
+    shared.rename(aside)
+    unreadable = ProtectedSnapshot.take(covered, start)
+    assert [c.describe(repo) for c in start.changes(unreadable)] == [
+        "the run left what git cannot read (so nothing in it is vouched for): the index"
+    ]
+    aside.rename(shared)  # the index file itself is as it was: only the shared one is back
+    back = ProtectedSnapshot.take(covered, unreadable)
+    assert any(
+        "gitlink" in c.describe(repo) and c.path == repo / "vendor" for c in start.changes(back)
+    )
+
+
+def test_a_makefile_pattern_names_gnu_makes_other_names() -> None:
+    from orchestrator.tools.products.paths import ProtectGlobs
+
+    top = ProtectGlobs(("/Makefile",))
+    assert top.matches("GNUmakefile") and top.matches("makefile") and top.matches("Makefile")
+    assert not top.matches("sub/GNUmakefile")
+    anywhere = ProtectGlobs(("**/makefile",))
+    assert anywhere.matches("a/b/GNUmakefile") and anywhere.matches("Makefile")
+    assert not ProtectGlobs(("Makefile.am",)).matches("GNUmakefile")
+
+
+def test_a_shell_command_in_git_config_protects_the_files_it_names(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrator.tools.products.paths import named_by_git_config
+
+    for name in ("scripts/lint.sh", "tools/fix.sh", "src/app.py"):
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_text("true\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        "[alias]\n"
+        "\tlint = !sh scripts/lint.sh\n"
+        "\tfix = \"!sh -c 'tools/fix.sh --all && echo done'\"\n"
+        "\tfmt = !black src .\n"  # folders (and the work directory) name no program
+        "\tst = status\n"
+        "[core]\n\tfsmonitor = python3 watch.py\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    (repo / "watch.py").write_text("")
+    named = {path.relative_to(repo).as_posix() for path in named_by_git_config(repo)}
+    assert {"scripts/lint.sh", "tools/fix.sh", "watch.py"} <= named
+    assert not named & {".", "src", "src/app.py", "status"}
+
+
+@pytest.mark.skipif(not _bwrap_works(), reason="bwrap cannot run here")
+def test_the_folders_and_files_made_only_to_mount_on_are_removed(repo: Path) -> None:
+    """A missing hooks folder is made to be bound, a missing board file is bwrap's mount point:
+    neither is left in the user's folder."""
+    from orchestrator.tools.bash import BashTool
+    from orchestrator.tools.products.guard import ProductGuard
+    from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
+
+    binary = find_bwrap()
+    assert binary is not None
+    hooks = repo / "tools" / "githooks"
+    journal = repo / "board.db-journal"
+    policy = SandboxPolicy(
+        repo, git_dirs=[repo / ".git"], placeholders=[hooks], stores=[repo / "board.db", journal]
+    )
+    sandbox = Sandbox("bwrap", policy, binary)
+    guard = ProductGuard.create(sandbox)
+    try:
+        result = BashTool(Workdir(repo), sandbox=sandbox, guard=guard).run(
+            {"command": "ls -d tools/githooks; touch tools/githooks/x; echo ok"}
+        )
+        assert "tools/githooks" in result.text and "ok" in result.text
+        assert not journal.exists()  # removed after the call
+    finally:
+        guard.close()
+    assert not (repo / "tools").exists()

@@ -130,7 +130,7 @@ def scene(tmp_path: Path) -> Iterator[tuple[Scene, _Listener, _Listener, _Listen
     work = tmp_path / "work"
     outside = tmp_path / "outside"
     home = tmp_path / "home"
-    for folder in (work, outside, home / ".ssh", home / ".aws"):
+    for folder in (work, outside, home / ".ssh", home / ".aws", tmp_path / "tmp"):
         folder.mkdir(parents=True)
     (outside / "secret.txt").write_text(OUTSIDE_SECRET, encoding="utf-8")
     (home / ".ssh" / "id_rsa").write_text(SSH_KEY, encoding="utf-8")
@@ -188,6 +188,8 @@ def _environment(scene: Scene, **extra: str) -> dict[str, str]:
         DATABASE_URL=DATABASE_URL,
         ORCHESTRATOR_CONFIG_DIR=str(scene.root / "config"),
         ORCHESTRATOR_STATE_DIR=str(scene.root / "state"),
+        # The harness's own temporary folders (overlays, git dirs moved out) stay in the test's.
+        TMPDIR=str(scene.root / "tmp"),
         **extra,
     )
     return env
@@ -831,7 +833,9 @@ def _out(scene: Scene) -> Path:
     return scene.outside / f"pwned-{scene.marker}"
 
 
-def _user_git(scene: Scene, *args: str) -> subprocess.CompletedProcess[str]:
+def _user_git(
+    scene: Scene, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Git as the user runs it: their home (and its ~/.gitconfig), outside any sandbox."""
     env = {
         name: value
@@ -841,7 +845,7 @@ def _user_git(scene: Scene, *args: str) -> subprocess.CompletedProcess[str]:
     env.update(HOME=str(scene.home), **_GIT_IDENTITY)
     return subprocess.run(
         ["git", *args],
-        cwd=scene.work,
+        cwd=cwd if cwd is not None else scene.work,
         env=env,
         capture_output=True,
         text=True,
@@ -1012,8 +1016,16 @@ def _board_intact(scene: Scene, outcome: Outcome) -> bool:
         check=False,
     )
     text = shown.stdout
+    # bwrap mounts /dev/null over each board file, making an empty read-only file where one was
+    # missing: none may be left behind in the user's folder.
+    leftovers = [
+        path.name
+        for path in scene.work.glob("board.db-*")
+        if path.stat().st_size == 0 and not path.stat().st_mode & 0o222
+    ]
     return (
         _finished_cleanly(outcome)
+        and not leftovers
         and shown.returncode == 0
         and '"pending"' in text
         and '"completed"' not in text
@@ -1194,6 +1206,330 @@ PRODUCT_ATTACKS.append(
         scene_flags=lambda s: ("--board", str(s.work / "board.json")),
     )
 )
+
+
+# --- products, second pass: the routes the attack report found past the first -------------------
+#
+# Each route has a marker of its own, so the control (workdir: after the warning the user's git
+# does run it) shows every route in a grouped attack was live, not just one of them.
+
+
+def _pwned(scene: Scene, route: str) -> Path:
+    return scene.outside / f"pwned-{scene.marker}-{route}"
+
+
+def _fsmonitor(scene: Scene, route: str) -> str:
+    """A ``core.fsmonitor`` value that leaves the route's marker when git runs it."""
+    return f"touch {_pwned(scene, route)}; false"
+
+
+def _routes(
+    routes: Sequence[str],
+    user: Callable[[Scene], None],
+    *named: str,
+    bwrap_named: Sequence[str] = (),
+    held: Callable[[Scene], bool] | None = None,
+) -> Check:
+    """Judge a grouped attack by its routes' markers after ``user`` (the user's own git).
+
+    bwrap: no marker, before or after; the warning names ``bwrap_named`` (routes it only
+    detects), else the run ended 0 or 3. workdir: exit 3 naming ``named``, and then the user's
+    git leaves every route's marker (the control). ``held``: what else must hold under bwrap.
+    """
+
+    def check(scene: Scene, outcome: Outcome) -> bool:
+        if outcome.mode == "bwrap":
+            if any(_pwned(scene, route).exists() for route in routes):
+                return False  # something ran outside before the user did anything
+            user(scene)
+            missing = [route for route in routes if _pwned(scene, route).exists()]
+            told = all(name in outcome.stderr for name in bwrap_named)
+            if bwrap_named and outcome.code != 3:
+                return False
+            return (
+                not missing
+                and told
+                and _finished_cleanly_any(outcome)
+                and (held is None or held(scene))
+            )
+        warned = outcome.code == 3 and all(name in outcome.stderr for name in named)
+        for route in routes:
+            _pwned(scene, route).unlink(missing_ok=True)
+        user(scene)
+        live = [route for route in routes if _pwned(scene, route).exists()]
+        assert live == list(routes), f"control: outside bwrap the user's git runs {routes}"
+        return warned
+
+    return check
+
+
+def _git_dirs_made(scene: Scene) -> list[dict[str, Any]]:
+    """src/ shaped like a git dir and committed; a nested vendor/.git; a replace ref."""
+    shaped = (
+        "mkdir -p src/objects/info src/refs/heads && echo 'ref: refs/heads/main' > src/HEAD && "
+        "touch src/objects/info/keep src/refs/heads/main && "
+        "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n"
+        '\\tworktree = ..\\n\\tfsmonitor = "%s"\\n\' '
+        f"'{_fsmonitor(scene, 'src')}' > src/config && git add src && git commit -qm src"
+    )
+    nested = (
+        "git init -q vendor && git -C vendor commit -q --allow-empty -m v && "
+        f"git -C vendor config core.fsmonitor '{_fsmonitor(scene, 'vendor')}'"
+    )
+    # HEAD's tree, as every git but --no-replace-objects shows it, gains a gitlink vendor2.
+    replaced = (
+        "git init -q vendor2 && git -C vendor2 commit -q --allow-empty -m v && "
+        f"git -C vendor2 config core.fsmonitor '{_fsmonitor(scene, 'replace')}' && "
+        "T=$(git rev-parse HEAD^{tree}) && "
+        "T2=$( (git ls-tree HEAD; printf '160000 commit %s\\tvendor2\\n' "
+        "$(git -C vendor2 rev-parse HEAD)) | git mktree) && git replace $T $T2"
+    )
+    return [_bash(f"{_AS_AGENT}{shaped}; {nested}; {replaced}; git status --short")]
+
+
+def _status_everywhere(scene: Scene) -> None:
+    """The user's git at the top, after a hard reset, in src/ and in vendor/."""
+    _user_git(scene, "status")
+    _user_git(scene, "reset", "-q", "--hard")
+    _user_git(scene, "status")
+    for folder in ("src", "vendor"):
+        if (scene.work / folder).is_dir():
+            _user_git(scene, "status", cwd=scene.work / folder)
+
+
+def _work_directory_shaped(scene: Scene) -> list[dict[str, Any]]:
+    """A work directory that is no repository made one: HEAD, objects/, refs/, a config."""
+    return [
+        _bash(
+            "mkdir -p objects/info refs/heads && echo 'ref: refs/heads/main' > HEAD && "
+            "touch objects/info/keep refs/heads/main && "
+            "printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n"
+            '\\tworktree = ..\\n\\tfsmonitor = "%s"\\n\' '
+            f"'{_fsmonitor(scene, 'top')}' > config; ls"
+        )
+    ]
+
+
+def _secure_repository(scene: Scene) -> None:
+    _repository(scene)
+    (scene.work / "auth.py").write_text("print('secure')\n", encoding="utf-8")
+    _user_git(scene, "add", "auth.py")
+    _user_git(scene, "commit", "-qm", "auth")
+
+
+def _index_tricks(scene: Scene) -> list[dict[str, Any]]:
+    """A backdoor hidden by skip-worktree; then a gitlink in a split index whose shared index
+    is moved aside for one call (git cannot read the index), then put back."""
+    hidden = "echo 'print(\"backdoor\")' >> auth.py && git update-index --skip-worktree auth.py"
+    split = (
+        f"{_AS_AGENT}git init -q vendor && git -C vendor commit -q --allow-empty -m v && "
+        f"git -C vendor config core.fsmonitor '{_fsmonitor(scene, 'split')}' && "
+        "git update-index --add --cacheinfo 160000,$(git -C vendor rev-parse HEAD),vendor && "
+        "git update-index --split-index && mkdir -p stash && mv .git/sharedindex.* stash/"
+    )
+    return [_bash(hidden), _bash(split), _bash("mv stash/sharedindex.* .git/ && git ls-files -s")]
+
+
+def _user_looks(scene: Scene) -> None:
+    """The user's git status; the control for skip-worktree is that git diff shows nothing."""
+    _user_git(scene, "status")
+    if "backdoor" not in _user_git(scene, "diff").stdout:
+        _pwned(scene, "hidden").touch()
+
+
+# One blob object (id given, content chosen): a pack and an index that claims it.
+_FORGE_PACK = """python3 - <<'EOF'
+import hashlib, struct, subprocess, zlib
+oid = subprocess.run(["git", "rev-parse", "HEAD:auth.py"], capture_output=True,
+                     text=True).stdout.strip()
+data = b"print('backdoor')\\n"
+size, header = len(data), bytearray()
+byte = (3 << 4) | (size & 15); size >>= 4
+while size:
+    header.append(byte | 128); byte = size & 127; size >>= 7
+header.append(byte)
+chunk = bytes(header) + zlib.compress(data)
+body = b"PACK" + struct.pack(">II", 2, 1) + chunk
+checksum = hashlib.sha1(body).digest()
+idx = b"\\377tOc" + struct.pack(">I", 2)
+first = bytes.fromhex(oid)[0]
+idx += b"".join(struct.pack(">I", 0 if i < first else 1) for i in range(256))
+idx += bytes.fromhex(oid) + struct.pack(">I", zlib.crc32(chunk)) + struct.pack(">I", 12)
+idx += checksum
+idx += hashlib.sha1(idx).digest()
+name = ".git/objects/pack/pack-" + checksum.hex()
+open(name + ".pack", "wb").write(body + checksum)
+open(name + ".idx", "wb").write(idx)
+EOF
+git show HEAD:auth.py"""
+
+
+def _content_intact(scene: Scene, outcome: Outcome) -> bool:
+    shown = _user_git(scene, "show", "HEAD:auth.py").stdout
+    fsck = _user_git(scene, "fsck", "--no-dangling")
+    forged = any(b"backdoor" in body for body in outcome.bodies)  # the attack ran inside
+    return (
+        _finished_cleanly(outcome)
+        and forged
+        and shown == "print('secure')\n"
+        and fsck.returncode == 0
+    )
+
+
+def _team_worktree(scene: Scene) -> None:
+    """The work directory is a team worker's linked worktree; the integration branch and a
+    branch nobody has checked out sit beside it."""
+    main = scene.root / "main-repo"
+    main.mkdir()
+    _user_git(scene, "init", "-q", "-b", "main", cwd=main)
+    (main / "app.py").write_text("print('hi')\n", encoding="utf-8")
+    _user_git(scene, "add", "-A", cwd=main)
+    _user_git(scene, "commit", "-qm", "first", cwd=main)
+    for branch in ("team/t1/integration", "release"):
+        _user_git(scene, "branch", branch, cwd=main)
+    added = _user_git(
+        scene, "worktree", "add", "-q", "-b", "team/t1/worker-1", str(scene.work), cwd=main
+    )
+    assert added.returncode == 0, added.stderr
+
+
+def _team_branches(scene: Scene) -> list[dict[str, Any]]:
+    sneak = (
+        f"{_AS_AGENT}echo sneaky > sneaky.txt && git add sneaky.txt && "
+        "C=$(git commit-tree $(git write-tree) -p HEAD -m sneaky) && "
+        "for b in team/t1/integration release main; do git update-ref refs/heads/$b $C; done; "
+        "git branch team/t1/worker-2 $C; git reset -q; rm sneaky.txt; "
+        "git switch -qc mine && echo mine > mine.txt && git add mine.txt && "
+        "git commit -qm mine && git log --oneline -1"
+    )
+    return [_bash(sneak), _bash("git symbolic-ref HEAD refs/heads/team/t1/integration; echo x")]
+
+
+def _team_branches_held(scene: Scene, outcome: Outcome) -> bool:
+    main = scene.root / "main-repo"
+
+    def rev(name: str) -> str:
+        return _user_git(scene, "rev-parse", "-q", "--verify", name, cwd=main).stdout.strip()
+
+    first = rev("refs/heads/main")
+    return (
+        _finished_cleanly(outcome)
+        and rev("refs/heads/team/t1/integration") == first
+        and rev("refs/heads/release") == first
+        and rev("refs/heads/team/t1/worker-2") == ""
+        and _user_git(scene, "show", "mine:mine.txt").stdout == "mine\n"  # its own branch
+        and _user_git(scene, "symbolic-ref", "HEAD").stdout.strip() == "refs/heads/mine"
+    )
+
+
+def _hook_managers(scene: Scene) -> None:
+    _repository(scene)
+    script = scene.work / "scripts" / "lint.sh"
+    script.parent.mkdir()
+    script.write_text("echo lint\n", encoding="utf-8")
+    _user_git(scene, "add", "-A")
+    _user_git(scene, "commit", "-qm", "lint")
+    (scene.home / ".gitconfig").write_text(
+        "[alias]\n\tlint = !sh scripts/lint.sh\n", encoding="utf-8"
+    )
+
+
+_NEW_HOOK_FILES = (
+    ".config/lefthook.yaml",
+    "lefthook-local.jsonc",
+    ".huskyrc",
+    ".lintstagedrc.json",
+)
+
+
+def _plant_hook_managers(scene: Scene) -> list[dict[str, Any]]:
+    planted = "; ".join(
+        f"mkdir -p $(dirname {name}) && echo 'touch {_pwned(scene, 'manager')}' > {name}"
+        for name in _NEW_HOOK_FILES
+    )
+    return [_bash(f"{planted}; echo 'touch {_pwned(scene, 'alias')}' > scripts/lint.sh; ls -a")]
+
+
+def _user_lints(scene: Scene) -> None:
+    """The user's global alias runs scripts/lint.sh. No hook manager is installed here: its
+    files are judged by the warning that names each (exit 3 in both modes)."""
+    _user_git(scene, "lint")
+
+
+def _user_status(scene: Scene) -> None:
+    _user_git(scene, "status")
+
+
+PRODUCT_ATTACKS += [
+    Attack(
+        "git-dirs-below-the-top",
+        "products: git",
+        BOTH,
+        _git_dirs_made,
+        _routes(
+            ("src", "vendor", "replace"),
+            _status_everywhere,
+            "src/HEAD",
+            "vendor/.git",
+            "refs/replace",
+        ),
+        setup=_repository,
+    ),
+    Attack(
+        "work-directory-made-a-git-dir",
+        "products: git",
+        BOTH,
+        _work_directory_shaped,
+        _routes(("top",), _user_status, "HEAD"),
+    ),
+    Attack(
+        "index-hides-a-change-or-a-gitlink",
+        "products: git",
+        BOTH,
+        _index_tricks,
+        _routes(("hidden", "split"), _user_looks, "skip-worktree", "the index", "vendor"),
+        setup=_secure_repository,
+    ),
+    Attack(
+        "forged-pack-index",
+        "products: git",
+        BWRAP,
+        lambda s: [_bash(_FORGE_PACK)],
+        _content_intact,
+        setup=_secure_repository,
+    ),
+    Attack(
+        "team-worker-moves-other-branches",
+        "products: git",
+        BWRAP,
+        _team_branches,
+        _team_branches_held,
+        setup=_team_worktree,
+    ),
+    Attack(
+        "hook-manager-files-and-global-alias",
+        "products: git",
+        BOTH,
+        _plant_hook_managers,
+        _routes(
+            ("alias",),
+            _user_lints,
+            *_NEW_HOOK_FILES,
+            "scripts/lint.sh",
+            bwrap_named=_NEW_HOOK_FILES,
+        ),
+        setup=_hook_managers,
+    ),
+    Attack(
+        "gnumakefile-shadows-makefile",
+        "products: checks",
+        BOTH,
+        lambda s: [_bash("printf 'test:\\n\\ttrue\\n' > GNUmakefile")],
+        _check_held,
+        flags=_CHECK_FLAGS,
+        setup=_project,
+    ),
+]
 
 
 def _added_line_first(outcome: Outcome, path: str, word: str) -> bool:

@@ -376,9 +376,11 @@ def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
 ) -> None:
     """A worker (a scripted model over the real SDK) plants a nested repository with its own
     fsmonitor, as a gitlink, a post-merge hook in the repository's own git dir, and a file
-    beside its worktree (where the other workers' are). Under bwrap only the nested repository
-    lands; under ``workdir``, which cannot stop bash, all of it does. Either way the harness's
-    git runs none of it, and the work is not merged."""
+    beside its worktree (where the other workers' are). Under bwrap none of it lands: the
+    nested repository's ``.git`` is moved out of the worktree after the call (a git dir below
+    the top, docs/sandbox.md), so ``vendor/`` merges as plain files. Under ``workdir``, which
+    cannot stop bash, all of it does, and the work is not merged. Either way the harness's git
+    runs none of it."""
     from orchestrator.script import parse_script
     from orchestrator.testing import MessagesServer
 
@@ -424,19 +426,24 @@ def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
             ANTHROPIC_API_KEY="test-key",
             ANTHROPIC_BASE_URL=server.base_url,
             ORCHESTRATOR_SANDBOX=sandbox,
+            TMPDIR=str(tmp_path),  # where the worker moves the nested .git: the test's own
         )
+    beside = list((tmp_path / "state" / "team").glob("*/planted-beside"))
+    if sandbox == "bwrap":
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert sorted(p.name for p in marks.iterdir()) == []
+        assert not hook.exists() and not beside
+        assert "vendor/.git: it made a git dir" in done.stdout
+        assert (repo / "vendor" / "x").is_file() and not (repo / "vendor" / ".git").exists()
+        assert "160000" not in run_git(repo, "ls-tree", "-r", "HEAD").stdout
+        return
     assert done.returncode == 3, done.stdout + done.stderr
     assert sorted(p.name for p in marks.iterdir()) == []
     refused = re.search(r"! not merged: #2 \(\w+/worker-1\).*", done.stdout)
     assert refused is not None, done.stdout
     assert "vendor is a gitlink" in refused[0]
-    beside = list((tmp_path / "state" / "team").glob("*/planted-beside"))
-    if sandbox == "bwrap":
-        # Only its own worktree is writable: not the repository's git dir, not its neighbours.
-        assert not hook.exists() and not beside
-    else:
-        assert hook.exists() and beside, "the plants failed: the test proves nothing"
-        assert ".git/hooks" in refused[0]
+    assert hook.exists() and beside, "the plants failed: the test proves nothing"
+    assert ".git/hooks" in refused[0]
     # The honest item merged; nothing of the hostile one reached the work directory.
     assert (repo / "notes" / "a.md").is_file() and not (repo / "vendor").exists()
     assert "160000" not in run_git(repo, "ls-tree", "-r", "HEAD").stdout

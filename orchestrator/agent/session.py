@@ -574,9 +574,9 @@ class Session:
             names = ", ".join(paths[:6])
             more = f" and {len(paths) - 6} more" if len(paths) > 6 else ""
             self.notice(
-                f"orchestrator: bash's writes to {inert(names)}{more} did not reach the "
-                "repository (only objects, refs, logs, the index and HEAD do); see git.landed "
-                "in the trace"
+                f"orchestrator: bash's writes to {inert(names)}{more} were kept from the "
+                "repository (dropped, or a git dir moved out of the work directory; only "
+                "objects, refs, logs, the index and HEAD land); git.landed in the trace says why"
             )
 
     def _vet_model_check(self, command: str) -> str | None:

@@ -79,7 +79,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "trust": (
         "orchestrator.cli.trust",
         "trust",
-        "Trust a folder's files (orchestrator.toml, .mcp.json, hook scripts) without a terminal.",
+        "Trust a folder's files (orchestrator.toml, .mcp.json, what hooks run) without a terminal.",
     ),
     "config": (
         "orchestrator.cli.diagnose",

@@ -15,11 +15,12 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 import attrs
 
+from orchestrator.tools.products.git import GitFailed, run_git
 from orchestrator.tools.products.paths import common_dir, pointed_gitdir
 
 #: Folders whose whole content may change (objects, refs and their logs, LFS' objects).
@@ -91,13 +92,19 @@ def free_tree(relative: PurePosixPath) -> bool:
 
 
 def not_allowed(gitdir: Path) -> Iterator[Path]:
-    """Every file, link or special file in ``gitdir`` that :func:`allowed` does not cover."""
+    """Every file, link or special file in ``gitdir`` that :func:`allowed` does not cover.
+
+    A folder that cannot be listed is yielded itself: what is in it cannot be vouched for
+    (git may still run a hook by its path through a folder it cannot list).
+    """
     stack = [gitdir]
     while stack:
         folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
         except OSError:
+            if folder != gitdir and folder.exists():
+                yield folder
             continue
         for entry in entries:
             relative = PurePosixPath(os.path.relpath(entry.path, gitdir))
@@ -272,54 +279,215 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-# --- gitlinks -----------------------------------------------------------------------------------
+# --- what git would take for a git dir ---------------------------------------------------------
+
+#: The names git's ``is_git_directory`` looks for in a folder: a ``HEAD``, with ``objects`` and
+#: ``refs`` (or a ``commondir`` that says where they are).
+SHAPE_NAMES = frozenset({"HEAD", "objects", "refs", "commondir"})
+
+
+def _shaped(names: Collection[str]) -> bool:
+    return "HEAD" in names and (("objects" in names and "refs" in names) or "commondir" in names)
+
+
+def git_dir_shaped(root: Path, skip: Iterable[Path] = ()) -> list[Path]:
+    """Every place beneath ``root`` that git would take for a git dir, ``root/.git`` aside.
+
+    In each folder from where it runs up to ``/``, git looks first for a ``.git`` (a folder, or a
+    ``gitdir:`` file) and then at the folder itself (git's ``is_git_directory``: a ``HEAD``, with
+    ``objects`` and ``refs`` or a ``commondir``). So ``cd src && git status`` obeys the config
+    (``core.fsmonitor``, hooks) of a ``src/`` the model shaped like that, and of a ``.git`` in
+    any folder below the top. Found: each ``.git`` entry below the top (folder, file or link;
+    not entered), and each folder of that shape, ``root`` itself included. Links are not
+    followed; ``skip`` (board stores, the harness's folder) is not entered. Sorted.
+    """
+    top = root.resolve()
+    skipped = {str(path) for path in skip}
+    found: list[Path] = []
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = list(scan)
+        except OSError:
+            continue
+        names = set()
+        for entry in entries:
+            names.add(entry.name)
+            if entry.path in skipped:
+                continue
+            if entry.name == ".git":
+                if folder != top:
+                    found.append(Path(entry.path))
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+        if _shaped(names):
+            found.append(folder)
+    return sorted(found)
+
+
+def control_files(folder: Path) -> list[Path]:
+    """What decides what git runs in a git dir ``folder`` (config, hooks, where it looks).
+
+    For a folder the model shaped into a git dir while it also holds ordinary files (``src/``),
+    the rest of it is data: objects, refs, and whatever else is there.
+    """
+    found = []
+    for name in _CONTROL_FILES:
+        path = folder / name
+        if path.exists() or path.is_symlink():
+            found.append(path)
+    return found
+
+
+_CONTROL_FILES = (
+    "HEAD",
+    "config",
+    "commondir",
+    "config.worktree",
+    "gitdir",
+    "hooks",
+    "info",
+    "modules",
+    "worktrees",
+    "objects/info/alternates",
+)
+
+
+def shaped_folders(paths: Iterable[str]) -> set[str]:
+    """The folders that checking out ``paths`` (an index's, a tree's) makes git dirs of.
+
+    A folder (``""`` for the top) whose entries include ``HEAD`` and ``objects`` and ``refs`` (or
+    ``commondir``), and any path with a ``.git`` component (git refuses to check one out; it is
+    named all the same).
+    """
+    children: dict[str, set[str]] = {}
+    found: set[str] = set()
+    for path in paths:
+        parts = path.split("/")
+        for depth, name in enumerate(parts):
+            if name.lower() == ".git":
+                found.add("/".join(parts[: depth + 1]))
+                break
+            if name in SHAPE_NAMES:
+                children.setdefault("/".join(parts[:depth]), set()).add(name)
+    found.update(folder for folder, names in children.items() if _shaped(names))
+    return found
+
+
+# --- what an index or a tree records ----------------------------------------------------------
 
 GITLINK_MODE = "160000"
 
 
-def index_gitlinks(git_dir: Path, index: Path | None = None) -> set[str]:
-    """The paths an index records as gitlinks (mode 160000): a nested repository's place."""
-    from orchestrator.tools.products.git import GitFailed, run_git
+@attrs.frozen
+class Listing:
+    """What an index or a tree records that git, outside the sandbox, acts on later."""
 
+    #: Gitlinks (mode 160000): a nested repository's place, whose config the user's git obeys.
+    gitlinks: frozenset[str] = frozenset()
+    #: Index entries git is told not to look at in the work tree (skip-worktree,
+    #: assume-unchanged): a change to the file there is hidden from ``git status`` and ``diff``.
+    hidden: frozenset[str] = frozenset()
+    #: Folders that checking the paths out makes git dirs of (:func:`shaped_folders`).
+    shaped: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.gitlinks or self.hidden or self.shaped)
+
+    def __sub__(self, other: Listing) -> Listing:
+        return Listing(
+            self.gitlinks - other.gitlinks,
+            self.hidden - other.hidden,
+            self.shaped - other.shaped,
+        )
+
+
+def read_index(git_dir: Path, index: Path | None = None) -> Listing | None:
+    """What an index records (its shared index too, for a split one); None when git cannot read it.
+
+    A refusal is decided on this, so a git error is never "nothing found".
+    """
     try:
-        out = run_git(["ls-files", "-s", "-z"], git_dir=git_dir, index=index)
+        out = run_git(["ls-files", "-s", "-v", "-z"], git_dir=git_dir, index=index)
     except GitFailed:
-        return set()
-    found = set()
+        return None
+    if out.code != 0:
+        return None
+    gitlinks, hidden, paths = set(), set(), []
     for entry in out.stdout.split(b"\0"):
-        meta, _, path = entry.partition(b"\t")
-        if meta.startswith(GITLINK_MODE.encode()):
-            found.add(path.decode("utf-8", "replace"))
-    return found
+        if not entry:
+            continue
+        # -v -s: "TAG MODE OID STAGE\tPATH"; S is skip-worktree, a lower-case tag assume-unchanged.
+        meta, _, raw = entry.partition(b"\t")
+        fields = meta.split(b" ")
+        if len(fields) < 2:
+            return None
+        path = raw.decode("utf-8", "surrogateescape")
+        paths.append(path)
+        if fields[1] == GITLINK_MODE.encode():
+            gitlinks.add(path)
+        if fields[0] == b"S" or fields[0][:1].islower():
+            hidden.add(path)
+    return Listing(frozenset(gitlinks), frozenset(hidden), frozenset(shaped_folders(paths)))
 
 
-def tree_gitlinks(git_dir: Path, treeish: str | None) -> set[str]:
-    """The gitlinks a commit's tree holds (none for no commit)."""
-    from orchestrator.tools.products.git import GitFailed, run_git
-
+def read_tree(git_dir: Path, treeish: str | None) -> Listing | None:
+    """What a commit's (or a tree's) tree records; empty for no commit, None when git fails."""
     if treeish is None:
-        return set()
+        return Listing()
     try:
         out = run_git(["ls-tree", "-r", "-z", "--full-tree", treeish], git_dir=git_dir)
     except GitFailed:
-        return set()
-    found = set()
+        return None
+    if out.code != 0:
+        return None
+    gitlinks, paths = set(), []
     for entry in out.stdout.split(b"\0"):
-        meta, _, path = entry.partition(b"\t")
+        if not entry:
+            continue
+        meta, _, raw = entry.partition(b"\t")
+        path = raw.decode("utf-8", "surrogateescape")
+        paths.append(path)
         if meta.startswith(GITLINK_MODE.encode()):
-            found.add(path.decode("utf-8", "replace"))
-    return found
+            gitlinks.add(path)
+    return Listing(frozenset(gitlinks), frozenset(), frozenset(shaped_folders(paths)))
 
 
-def new_gitlinks(git_dir: Path, old: str | None, new: str) -> set[str] | None:
-    """Gitlinks ``new``'s tree adds over ``old``'s (None: the trees cannot be compared)."""
-    from orchestrator.tools.products.git import GitFailed, run_git
+def index_gitlinks(git_dir: Path, index: Path | None = None) -> set[str] | None:
+    """The paths an index records as gitlinks; None when git cannot read the index."""
+    found = read_index(git_dir, index)
+    return None if found is None else set(found.gitlinks)
 
+
+def tree_gitlinks(git_dir: Path, treeish: str | None) -> set[str] | None:
+    """The gitlinks a commit's tree holds (none for no commit); None when git cannot read it."""
+    found = read_tree(git_dir, treeish)
+    return None if found is None else set(found.gitlinks)
+
+
+def tree_additions(git_dir: Path, old: str | None, new: str) -> Listing | None:
+    """The gitlinks and git-dir-shaped folders ``new``'s tree adds over ``old``'s.
+
+    None when the two cannot be compared (a missing object, a blob): the caller refuses.
+    """
     if old is None:
-        return tree_gitlinks(git_dir, new) if _is_commitish(git_dir, new) else None
+        return read_tree(git_dir, new) if _is_treeish(git_dir, new) else None
     try:
         out = run_git(
-            ["diff-tree", "-r", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", old, new],
+            [
+                "diff-tree",
+                "-r",
+                "-z",
+                "--no-renames",
+                "--no-ext-diff",
+                "--no-textconv",
+                "--ignore-submodules=none",
+                old,
+                new,
+            ],
             git_dir=git_dir,
         )
     except GitFailed:
@@ -327,17 +495,48 @@ def new_gitlinks(git_dir: Path, old: str | None, new: str) -> set[str] | None:
     if out.code != 0:
         return None
     fields = out.stdout.split(b"\0")
-    found = set()
-    for meta, path in zip(fields[0::2], fields[1::2], strict=False):
+    gitlinks: set[str] = set()
+    shaped: set[str] = set()
+    candidates: set[str] = set()
+    for meta, raw in zip(fields[0::2], fields[1::2], strict=False):
         parts = meta.decode("ascii", "replace").lstrip(":").split()
-        if len(parts) >= 2 and parts[1] == GITLINK_MODE and parts[0] != GITLINK_MODE:
-            found.add(path.decode("utf-8", "replace"))
-    return found
+        path = raw.decode("utf-8", "surrogateescape")
+        if len(parts) < 5 or parts[4].startswith("D"):
+            continue
+        if parts[1] == GITLINK_MODE and parts[0] != GITLINK_MODE:
+            gitlinks.add(path)
+        names = path.split("/")
+        for depth, name in enumerate(names):
+            if name.lower() == ".git":
+                shaped.add("/".join(names[: depth + 1]))
+            elif name in SHAPE_NAMES:
+                candidates.add("/".join(names[:depth]))
+    if candidates:
+        after = _shaped_in(git_dir, new, candidates)
+        before = _shaped_in(git_dir, old, candidates)
+        if after is None or before is None:
+            return None
+        shaped |= after - before
+    return Listing(frozenset(gitlinks), frozenset(), frozenset(shaped))
 
 
-def _is_commitish(git_dir: Path, name: str) -> bool:
-    from orchestrator.tools.products.git import GitFailed, run_git
+def _shaped_in(git_dir: Path, treeish: str, folders: set[str]) -> set[str] | None:
+    """Which of ``folders`` are git-dir-shaped in ``treeish``'s tree (None: git failed)."""
+    wanted = [f"{folder}/{name}" if folder else name for folder in folders for name in SHAPE_NAMES]
+    try:
+        out = run_git(
+            ["--literal-pathspecs", "ls-tree", "-z", "--name-only", treeish, "--", *wanted],
+            git_dir=git_dir,
+        )
+    except GitFailed:
+        return None
+    if out.code != 0:
+        return None
+    present = [p.decode("utf-8", "surrogateescape") for p in out.stdout.split(b"\0") if p]
+    return shaped_folders(present) & folders
 
+
+def _is_treeish(git_dir: Path, name: str) -> bool:
     try:
         return run_git(["cat-file", "-e", f"{name}^{{tree}}"], git_dir=git_dir).code == 0
     except GitFailed:
@@ -346,8 +545,6 @@ def _is_commitish(git_dir: Path, name: str) -> bool:
 
 def head_commit(git_dir: Path) -> str | None:
     """The commit ``HEAD`` names now (None on an unborn branch)."""
-    from orchestrator.tools.products.git import GitFailed, run_git
-
     try:
         out = run_git(["rev-parse", "--verify", "-q", "HEAD^{commit}"], git_dir=git_dir)
     except GitFailed:

@@ -39,10 +39,11 @@ import attrs
 from orchestrator.tools.products.git import GitFailed, run_git
 from orchestrator.tools.products.gitdir import (
     GitLayout,
+    Listing,
     head_commit,
-    index_gitlinks,
-    new_gitlinks,
-    tree_gitlinks,
+    read_index,
+    read_tree,
+    tree_additions,
 )
 
 _OBJECT = re.compile(r"objects/([0-9a-f]{2})/([0-9a-f]{38}|[0-9a-f]{62})")
@@ -50,6 +51,7 @@ _PACK = re.compile(
     r"objects/pack/pack-(?:[0-9a-f]{40}|[0-9a-f]{64})\.(pack|idx|rev|mtimes|keep|promisor)"
 )
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_SHARED_INDEX = re.compile(r"sharedindex\.(?:[0-9a-f]{40}|[0-9a-f]{64})")
 _REFLOG_LINE = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64}) (?:[0-9a-f]{40}|[0-9a-f]{64}) [^\0\n]*")
 _BAD_REF = re.compile(r"(?:^|/)\.|\.\.|[\x00-\x20\x7f~^:?*\[\\]|@\{|\.lock(?:/|$)|/$|//|\.$")
 #: Pseudo-refs landed as files, each line an object id.
@@ -126,11 +128,22 @@ class GitOverlay:
     _start_head: str | None = None
     _start_commit: str | None = None
     _hex: int | None = None
+    #: The branch ``HEAD`` named when the session began: this worktree's own.
+    home_branch: str | None = None
+    #: Branches the model made here (landed as new): its own, like ``home_branch``.
+    made: set[str] = attrs.field(factory=set)
 
     @classmethod
     def create(cls, layout: GitLayout) -> GitOverlay:
         """A new temporary folder for the uppers, outside the work directory."""
-        return cls(layout, Path(tempfile.mkdtemp(prefix="orchestrator-git-")))
+        head = _read_text(layout.gitdir / "HEAD") or ""
+        home = head.strip().removeprefix("ref: ") if head.startswith("ref: ") else None
+        return cls(layout, Path(tempfile.mkdtemp(prefix="orchestrator-git-")), home_branch=home)
+
+    @property
+    def linked(self) -> bool:
+        """Whether this is a linked worktree (a team worker's): other worktrees share its refs."""
+        return self.layout.gitdir != self.layout.common
 
     def prepare(self) -> tuple[Overlay, ...]:
         """Fresh upper and work folders for the next call, and the refs it starts from."""
@@ -264,15 +277,44 @@ class _Lander:
                     count += 1
             elif _PACK.fullmatch(text) and entry.kind == "file":
                 handled.add(entry.relative)
-                packs.append(entry)
+                if entry.relative.suffix == ".pack":
+                    packs.append(entry)
+                elif entry.relative.suffix not in (".idx", ".rev"):
+                    self.drop(text, "only a pack and the index the harness computes for it land")
             elif entry.kind == "whiteout" or _QUIET.fullmatch(text):
                 handled.add(entry.relative)  # git pruned or repacked: the objects stay
-        # The index of a pack last: git counts a pack as there once its .idx is.
-        for entry in sorted(packs, key=lambda e: e.relative.suffix == ".idx"):
-            _copy_in(entry.path, self.layout.common / entry.relative.as_posix(), mode=0o444)
-        if count or packs:
-            self.landed.append(f"{count} objects, {len(packs)} pack files")
+        landed_packs = sum(self._pack(entry) for entry in packs)
+        if count or landed_packs:
+            self.landed.append(f"{count} objects, {landed_packs} packs")
         return handled
+
+    def _pack(self, entry: _Entry) -> bool:
+        """Land a pack with the index ``git index-pack --strict`` computes from its content.
+
+        The model's ``.idx`` (and ``.rev``) is never read: an index maps object ids to places in
+        the pack, so a forged one would serve other content under a committed file's id.
+        """
+        text = entry.relative.as_posix()
+        name = entry.relative.stem  # pack-<checksum>
+        folder = self.owner.root / f"verify-{secrets.token_hex(6)}"
+        folder.mkdir()
+        try:
+            pack = folder / f"{name}.pack"
+            if not _copy_in(entry.path, pack, mode=0o444):
+                self.drop(text, "cannot be read")
+                return False
+            why = _index_pack(self.layout.common, pack, name.removeprefix("pack-"))
+            if why is not None:
+                self.drop(text, why)
+                return False
+            target = self.layout.common / "objects" / "pack"
+            for suffix in (".pack", ".rev", ".idx"):  # the index last: then git sees the pack
+                made = folder / f"{name}{suffix}"
+                if made.exists():
+                    _copy_in(made, target / made.name, mode=0o444)
+            return True
+        finally:
+            _empty(folder)
 
     # refs ---------------------------------------------------------------------------------
 
@@ -305,6 +347,11 @@ class _Lander:
                 continue
             if self._apply_ref(name, old, new):
                 applied.add(name)
+                if name.startswith("refs/heads/") and new is not None:
+                    if old is None:
+                        self.owner.made.add(name)
+                elif new is None:
+                    self.owner.made.discard(name)
         if applied:
             self.landed.append("refs: " + ", ".join(sorted(applied)))
         self._reflogs(applied)
@@ -321,8 +368,16 @@ class _Lander:
     ) -> str | None:
         if not name.startswith("refs/") or _BAD_REF.search(name):
             return "not a valid ref name"
+        if name.startswith("refs/replace/"):
+            return (
+                "a replace ref makes git show one object in place of another (a tree with a "
+                "gitlink for HEAD's); none is landed"
+            )
         if name in busy:
             return "another worktree has this branch checked out"
+        foreign = self._foreign_branch(name, old)
+        if foreign is not None:
+            return foreign
         if new is None:
             return "the branch HEAD names cannot be deleted" if name == own_branch else None
         if new.startswith("ref: "):
@@ -341,13 +396,33 @@ class _Lander:
             return f"it names {new[:12]}, which is not in the repository"
         if name.startswith("refs/heads/") and kind != "commit":
             return f"a branch must name a commit, and {new[:12]} is a {kind}"
-        if kind in ("commit", "tag"):
+        if kind in ("commit", "tag", "tree"):
             base = old if old is not None and _SHA.fullmatch(old) else self.owner._start_commit
-            added = new_gitlinks(self.layout.gitdir, base, new)
+            added = tree_additions(self.layout.gitdir, base, new)
             if added is None:
                 return "its tree cannot be compared with the one before"
             if added:
-                return _gitlink_reason(added)
+                return _addition_reason(added)
+        return None
+
+    def _foreign_branch(self, name: str, old: str | None) -> str | None:
+        """Why a branch is not this worktree's to move, or None.
+
+        ``refs/heads/team/…`` belong to a team's harness: only the one this worktree had
+        checked out when the session began may move. In a linked worktree (a team worker's;
+        the others share its refs) only that branch and the branches the model made here may
+        move, or be made: an integration branch nobody has checked out is not the model's.
+        """
+        owner = self.owner
+        if not name.startswith("refs/heads/") or name == owner.home_branch:
+            return None
+        if name.startswith("refs/heads/team/"):
+            return "a team's branch (refs/heads/team/…) that is not this worktree's own"
+        if owner.linked and old is not None and name not in owner.made:
+            return (
+                "in a linked worktree only the branch checked out here and branches made here "
+                "may move"
+            )
         return None
 
     def _apply_ref(self, name: str, old: str | None, new: str | None) -> bool:
@@ -422,18 +497,24 @@ class _Lander:
             if prefix == PurePosixPath() or entry.relative.is_relative_to(prefix)
         }
         gitdir = self.layout.gitdir
-        for name, entry in by_name.items():
-            if re.fullmatch(r"sharedindex\.[0-9a-f]{40,64}", name) and entry.kind == "file":
-                handled.add(entry.relative)
-                _copy_in(entry.path, gitdir / name, mode=0o644)
+        shared = {
+            name: entry
+            for name, entry in by_name.items()
+            if _SHARED_INDEX.fullmatch(name) and entry.kind == "file"
+        }
+        handled |= {entry.relative for entry in shared.values()}
         head = by_name.get("HEAD")
         if head is not None:
             handled.add(head.relative)
             self._head(head)
         index = by_name.get("index")
+        landed_index = False
         if index is not None:
             handled.add(index.relative)
-            self._index(index)
+            landed_index = self._index(index, shared)
+        if not landed_index:
+            for name in shared:
+                self.drop(name, "a shared index lands only with the index it was checked with")
         for name in _PSEUDO_REFS + _MESSAGES:
             kept = by_name.get(name)
             if kept is None:
@@ -459,14 +540,21 @@ class _Lander:
             if not target.startswith("refs/heads/") or _BAD_REF.search(target):
                 self.drop("HEAD", "HEAD may only name a branch (ref: refs/heads/…)")
                 return
+            if target in self._checked_out_elsewhere():
+                self.drop("HEAD", f"another worktree has {target} checked out")
+                return
+            if target.startswith("refs/heads/team/") and target != self.owner.home_branch:
+                self.drop("HEAD", f"{target} is a team's branch, not this worktree's own")
+                return
             args = ["symbolic-ref", "-m", "orchestrator: landed from the sandbox", "HEAD", target]
         elif _SHA.fullmatch(text):
             if _object_types(gitdir, [text]).get(text) != "commit":
                 self.drop("HEAD", f"{text[:12]} is not a commit in the repository")
                 return
-            added = new_gitlinks(gitdir, self.owner._start_commit, text)
-            if added:
-                self.drop("HEAD", _gitlink_reason(added))
+            added = tree_additions(gitdir, self.owner._start_commit, text)
+            if added is None or added:
+                why = "its tree cannot be compared with the one before"
+                self.drop("HEAD", why if added is None else _addition_reason(added))
                 return
             args = [
                 "update-ref",
@@ -488,30 +576,51 @@ class _Lander:
                 f"git refused it ({out.stderr.splitlines()[-1] if out.stderr else out.code})",
             )
 
-    def _index(self, entry: _Entry) -> None:
+    def _index(self, entry: _Entry, shared: Mapping[str, _Entry]) -> bool:
+        """Land the index (and the shared indexes beside it) once git has read them together.
+
+        Read with the real git dir's shared indexes first, then the call's (git looks beside the
+        index file too), as the user's git will read them once landed. Refused: an index git
+        cannot read, one that adds a gitlink or a folder a checkout makes a git dir, and one
+        that marks entries skip-worktree or assume-unchanged that were not so before (they hide
+        a file's change from ``git status`` and ``git diff``).
+        """
         if entry.kind != "file":
             self.drop("index", "only an index that is a plain file is landed")
-            return
+            return False
         gitdir = self.layout.gitdir
         real = gitdir / "index"
         with contextlib.suppress(OSError):
             if real.read_bytes() == entry.path.read_bytes():
-                return
-        now = index_gitlinks(gitdir, index=entry.path)
-        if now:
-            known = index_gitlinks(gitdir) if real.exists() else set()
-            added = now - known
-            if added:
-                added -= tree_gitlinks(gitdir, self.owner._start_commit)
-            if added:
-                self.drop("index", _gitlink_reason(added))
-                return
+                return False
+        after = read_index(gitdir, index=entry.path)
+        if after is None:
+            self.drop(
+                "index",
+                "git cannot read it (a split index whose shared index is missing?); not landed",
+            )
+            return False
+        before = read_index(gitdir) if real.exists() else Listing()
+        added = after - (before if before is not None else Listing())
+        if added.gitlinks or added.shaped:
+            # HEAD's tree may have them already (a checkout of HEAD): those are not new.
+            start = read_tree(gitdir, self.owner._start_commit)
+            added = added - (start if start is not None else Listing())
+        if added:
+            self.drop("index", _addition_reason(added))
+            return False
+        for name, kept in shared.items():
+            if not _shared_index_named(kept.path, name):
+                self.drop(name, "its content does not hash to its name")
+                return False
+        for name, kept in shared.items():
+            _copy_in(kept.path, gitdir / name, mode=0o644)
         lock = gitdir / "index.lock"
         try:
             fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         except FileExistsError:
             self.drop("index", "index.lock is held by another git; not landed")
-            return
+            return False
         try:
             with os.fdopen(fd, "wb") as out, _open_regular(entry.path) as source:
                 shutil.copyfileobj(source, out)
@@ -520,8 +629,9 @@ class _Lander:
             with contextlib.suppress(OSError):
                 lock.unlink()
             self.drop("index", f"cannot be written: {error.strerror}")
-            return
+            return False
         self.landed.append("index")
+        return True
 
     def _bookkeeping(self, name: str, entry: _Entry) -> None:
         target = self.layout.gitdir / name
@@ -660,12 +770,41 @@ def _ref_path(name: str) -> str:
     return name
 
 
-def _gitlink_reason(paths: set[str]) -> str:
-    shown = ", ".join(sorted(paths)[:5])
+def _addition_reason(added: Listing) -> str:
+    """Why a tree or an index with ``added`` is refused, naming what it adds."""
+    if added.gitlinks:
+        shown = ", ".join(sorted(added.gitlinks)[:5])
+        return (
+            f"it adds a gitlink (mode 160000) that HEAD does not have: {shown}; the user's git "
+            "would treat that folder as a submodule and run what its own config says"
+        )
+    if added.shaped:
+        shown = ", ".join(sorted(path or "." for path in added.shaped)[:5])
+        return (
+            f"it adds a folder that a checkout makes a git dir (HEAD, objects/, refs/): {shown}; "
+            "git run there would obey its config"
+        )
+    shown = ", ".join(sorted(added.hidden)[:5])
     return (
-        f"it adds a gitlink (mode 160000) that HEAD does not have: {shown}; the user's git "
-        "would treat that folder as a submodule and run what its own config says"
+        f"it marks {shown} skip-worktree or assume-unchanged, which it was not: git status and "
+        "git diff would no longer show a change to it"
     )
+
+
+def _shared_index_named(path: Path, name: str) -> bool:
+    """Whether a shared index's checksum (its last bytes) is its name and its content's hash."""
+    digest = name.removeprefix("sharedindex.")
+    size = len(digest) // 2
+    hasher = hashlib.sha256() if size == 32 else hashlib.sha1()
+    try:
+        with _open_regular(path) as source:
+            data = source.read(_OBJECT_LIMIT + 1)
+    except OSError:
+        return False
+    if len(data) <= size or len(data) > _OBJECT_LIMIT:
+        return False
+    hasher.update(data[:-size])
+    return data[-size:].hex() == digest and hasher.hexdigest() == digest
 
 
 def _object_types(git_dir: Path, names: list[str]) -> dict[str, str]:
@@ -686,6 +825,30 @@ def _object_types(git_dir: Path, names: list[str]) -> dict[str, str]:
         if kind and kind != "missing":
             found[name] = kind
     return found
+
+
+def _index_pack(common: Path, pack: Path, checksum: str) -> str | None:
+    """Index ``pack`` with ``git index-pack --strict`` beside it; why not, or None when it did.
+
+    Strict: every object well formed, every object it names there (in the pack or the
+    repository). The checksum git computes must be the one the pack's name says.
+    """
+    index = pack.with_suffix(".idx")
+    try:
+        out = run_git(
+            ["index-pack", "--strict", "-o", str(index), str(pack)],
+            git_dir=common,
+            cwd=pack.parent,
+        )
+    except GitFailed as error:
+        return f"git index-pack failed: {error}"
+    if out.code != 0:
+        last = out.stderr.splitlines()[-1] if out.stderr else f"exit code {out.code}"
+        return f"git index-pack (strict) refused it ({last})"
+    said = out.stdout.decode("ascii", "replace").split()
+    if not said or said[-1] != checksum:
+        return "its name is not its checksum"
+    return None
 
 
 def _object_matches(path: Path, name: str) -> bool:

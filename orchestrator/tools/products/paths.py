@@ -28,24 +28,33 @@ if TYPE_CHECKING:
 
 #: Our own files that decide what the next run starts.
 OWN_FILES = ("orchestrator.toml", ".mcp.json")
-#: What git hook managers run from, at the top of the work tree.
+_LEFTHOOK_EXTENSIONS = ("yml", "yaml", "json", "jsonc", "toml")
+_JS_EXTENSIONS = ("js", "cjs", "mjs", "ts", "cts", "mts")
+#: What git hook managers run from, at the top of the work tree: husky (``.husky/``, v4's
+#: ``.huskyrc*``), pre-commit, lefthook (every name and place it reads, ``-local`` too),
+#: lint-staged (which a husky hook runs), simple-git-hooks, overcommit, captainhook.
 HOOK_MANAGER_FILES = (
     ".husky",
+    ".huskyrc",
+    *(f".huskyrc.{ext}" for ext in ("json", "yaml", "yml", *_JS_EXTENSIONS)),
+    *(f"husky.config.{ext}" for ext in _JS_EXTENSIONS),
     ".pre-commit-config.yaml",
     ".pre-commit-config.yml",
-    "lefthook.yml",
-    ".lefthook.yml",
-    "lefthook.yaml",
-    ".lefthook.yaml",
-    "lefthook.json",
-    ".lefthook.json",
-    "lefthook.toml",
-    ".lefthook.toml",
-    "lefthook-local.yml",
-    ".lefthook-local.yml",
+    *(
+        f"{where}{name}.{ext}"
+        for name in ("lefthook", "lefthook-local")
+        for where in ("", ".", ".config/")
+        for ext in _LEFTHOOK_EXTENSIONS
+    ),
     ".lefthook",
     ".lefthook-local",
-    ".config/lefthook.yml",
+    ".lintstagedrc",
+    *(f".lintstagedrc.{ext}" for ext in ("json", "yaml", "yml", *_JS_EXTENSIONS)),
+    *(f"lint-staged.config.{ext}" for ext in _JS_EXTENSIONS),
+    ".simple-git-hooks.json",
+    *(f".simple-git-hooks.{ext}" for ext in ("cjs", "js")),
+    "simple-git-hooks.json",
+    *(f"simple-git-hooks.{ext}" for ext in ("cjs", "js")),
     ".overcommit.yml",
     ".git-hooks",
     "captainhook.json",
@@ -90,6 +99,7 @@ def protected_paths(
         config = gitdir / "config"
         found += [gitdir / "hooks", config]
         found += _named_by(config, root, gitdir)
+    found += git_dirs_below(root)
     if git_config:
         found += named_by_git_config(root)
     allowed = [path.resolve() for path in allow]
@@ -97,6 +107,20 @@ def protected_paths(
     return tuple(
         path for path in unique if not any(path == a or path.is_relative_to(a) for a in allowed)
     )
+
+
+def git_dirs_below(root: Path) -> list[Path]:
+    """The git dirs below the top of ``root`` there are now, as paths to keep read-only.
+
+    A ``.git`` below the top whole (a nested repository, a submodule's pointer), and of a
+    folder shaped like a git dir (``tests/fixtures/repo.git``) what decides what git runs there.
+    """
+    from orchestrator.tools.products.gitdir import control_files, git_dir_shaped
+
+    found: list[Path] = []
+    for place in git_dir_shaped(root, [root / ".orchestrator"]):
+        found += [place] if place.name == ".git" else control_files(place)
+    return found
 
 
 def hooks_directories(workdir: Path) -> tuple[Path, ...]:
@@ -137,12 +161,15 @@ def named_by_git_config(workdir: Path) -> list[Path]:
         if lowered == "core.hookspath" and value:
             found.append(_resolve_value(value, top))
             continue
-        command = value[1:] if lowered.startswith("alias.") and value.startswith("!") else value
-        if not (_COMMAND_KEY.search(lowered) or lowered.startswith("alias.")) or not command:
+        if lowered.startswith("alias."):
+            if not value.startswith("!"):
+                continue  # a git subcommand, not a shell command
+            command = value[1:]
+        elif _COMMAND_KEY.search(lowered):
+            command = value
+        else:
             continue
-        program = _first_word(command)
-        if program and ("/" in program or program.startswith("~")):
-            found.append(_resolve_value(program, top))
+        found += _named_in_command(command, top, root)
     for origin in origins:
         path = Path(origin)
         path = path if path.is_absolute() else (root / path)
@@ -151,12 +178,42 @@ def named_by_git_config(workdir: Path) -> list[Path]:
     return [path for path in found if path.is_relative_to(root)]
 
 
-def _first_word(command: str) -> str:
+def _named_in_command(command: str, top: Path, root: Path) -> list[Path]:
+    """The files inside ``root`` a shell command names (git runs it from the top, ``top``).
+
+    Parsed as the shell would split it (``sh -c '…'`` strings are split again): the first word
+    when it is a path (``./watch``, ``tools/x.sh``), and any other word that is a path
+    (``sh scripts/lint.sh``) or names a file there. Options, shell operators, the work
+    directory itself and folders that hold it are not: they name no program.
+    """
+    found: list[Path] = []
+    for index, word in enumerate(_words(command)):
+        if not word or word.startswith("-") or all(c in "&|;<>()" for c in word):
+            continue
+        pathlike = "/" in word or word.startswith("~")
+        target = _resolve_value(word, top)
+        if not target.is_relative_to(root) or target == root:
+            continue
+        if (pathlike and (index == 0 or not target.is_dir())) or target.is_file():
+            found.append(target)
+    return found
+
+
+def _words(command: str, depth: int = 0) -> list[str]:
+    """The words of a shell command, a quoted command inside it split again (``sh -c '…'``)."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
     try:
-        words = shlex.split(command)
+        words = list(lexer)
     except ValueError:
         words = command.split()
-    return words[0] if words else ""
+    found: list[str] = []
+    for word in words:
+        if depth < 3 and any(c.isspace() for c in word):
+            found += _words(word, depth + 1)
+        else:
+            found.append(word)
+    return found
 
 
 def _resolve_value(value: str, base: Path) -> Path:
@@ -249,11 +306,34 @@ def why_protected(path: Path, root: Path) -> str:
 # --- the person's globs --------------------------------------------------------------------
 
 
+#: The names GNU make reads in a folder, in its order: a pattern naming one names them all.
+MAKEFILE_NAMES = ("GNUmakefile", "makefile", "Makefile")
+
+
+def _with_make_names(patterns: Sequence[str]) -> tuple[str, ...]:
+    """``patterns``, each one that names a makefile followed by GNU make's other names for it.
+
+    ``make`` reads ``GNUmakefile`` and then ``makefile`` before ``Makefile``, so protecting
+    only ``Makefile`` would let the model put its own ``test`` target in front of it.
+    """
+    found: list[str] = []
+    for pattern in patterns:
+        found.append(pattern)
+        head, slash, last = pattern.rpartition("/")
+        if last in MAKEFILE_NAMES:
+            found += [f"{head}{slash}{name}" for name in MAKEFILE_NAMES if name != last]
+    return tuple(dict.fromkeys(found))
+
+
 @attrs.frozen
 class ProtectGlobs:
-    """The ``protect`` setting: gitignore-style patterns relative to the work directory."""
+    """The ``protect`` setting: gitignore-style patterns relative to the work directory.
 
-    patterns: tuple[str, ...] = ()
+    A pattern that names a makefile names GNU make's other names for it too
+    (:data:`MAKEFILE_NAMES`).
+    """
+
+    patterns: tuple[str, ...] = attrs.field(default=(), converter=_with_make_names)
 
     @property
     def empty(self) -> bool:

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import attrs
 
-from orchestrator.tools.products.gitdir import GitLayout, init_only_config, not_allowed
+from orchestrator.tools.products.gitdir import (
+    GitLayout,
+    control_files,
+    git_dir_shaped,
+    init_only_config,
+    not_allowed,
+)
 from orchestrator.tools.products.paths import ProtectGlobs
 
 #: What one change keeps of its diff: every added line comes first.
@@ -82,35 +88,45 @@ class ProtectedSet:
     layout: GitLayout | None = None
     #: Paths a walk for the globs never enters (hidden stores, the harness's folder).
     skip: tuple[Path, ...] = ()
-    #: Whether gitlinks in the index and in HEAD are watched (where bash can write the index).
+    #: Whether the index and HEAD's tree are watched for gitlinks, git-dir-shaped folders and
+    #: hidden entries (where bash can write the index).
     gitlinks: bool = False
 
-    def gitlink_paths(
+    def findings(
         self, earlier: ProtectedSnapshot | None
-    ) -> tuple[frozenset[str], tuple[object, ...]]:
-        """The gitlinks of the index and of HEAD's tree, and the key they were read under.
+    ) -> tuple[frozenset[Finding], tuple[object, ...]]:
+        """What the index and ``HEAD``'s tree record that the user's git acts on, and the key.
 
-        A later snapshot with the same key (the index's stat, HEAD's commit) skips git.
+        Gitlinks and git-dir-shaped folders of both, and the index's hidden entries
+        (skip-worktree, assume-unchanged); a ``("unreadable", …)`` finding when git cannot read
+        one (a split index whose shared index went missing is not "nothing found"). A later
+        snapshot with the same key (the index's and its shared indexes' stat, ``HEAD``'s
+        commit) skips git.
         """
-        from orchestrator.tools.products.gitdir import head_commit, index_gitlinks, tree_gitlinks
+        from orchestrator.tools.products.gitdir import head_commit, read_index, read_tree
 
         layout = self.layout
         if not self.gitlinks or layout is None:
             return frozenset(), ()
-        try:
-            index = (layout.gitdir / "index").stat()
-            signature: tuple[object, ...] = (
-                index.st_ino,
-                index.st_size,
-                index.st_mtime_ns,
-                index.st_ctime_ns,
-            )
-        except OSError:
-            signature = ()
-        key = (signature, head_commit(layout.gitdir))
-        if earlier is not None and earlier.gitlink_key == key:
-            return earlier.gitlinks, key
-        found = index_gitlinks(layout.gitdir) | tree_gitlinks(layout.gitdir, key[1])
+        # Read as files every time (no git): a replace ref changes what HEAD's tree shows.
+        replaced = {("replace", name) for name in replace_refs(layout.common)}
+        key = (_index_signature(layout.gitdir), head_commit(layout.gitdir))
+        if earlier is not None and earlier.findings_key == key:
+            kept = {finding for finding in earlier.findings if finding[0] != "replace"}
+            return frozenset(kept | replaced), key
+        found: set[Finding] = set(replaced)
+        index = read_index(layout.gitdir)
+        if index is None and (layout.gitdir / "index").exists():
+            found.add(("unreadable", "the index"))
+        tree = read_tree(layout.gitdir, key[1])
+        if tree is None:
+            found.add(("unreadable", "HEAD's tree"))
+        for listing in (index, tree):
+            if listing is not None:
+                found |= {("gitlink", path) for path in listing.gitlinks}
+                found |= {("shaped", path) for path in listing.shaped}
+        if index is not None:
+            found |= {("hidden", path) for path in index.hidden}
         return frozenset(found), key
 
     def files(self) -> Iterator[Path]:
@@ -125,6 +141,51 @@ class ProtectedSet:
             gitdirs |= {self.layout.gitdir, self.layout.common}
         for gitdir in sorted(gitdirs):
             yield from not_allowed(gitdir)
+        for place in git_dir_shaped(self.root, self.skip):
+            if place.name == ".git":
+                yield place
+                if place.is_dir() and not place.is_symlink():
+                    yield from not_allowed(place)
+            else:
+                for path in control_files(place):
+                    yield from _under(path)
+
+
+def replace_refs(common: Path) -> set[str]:
+    """The ``refs/replace/…`` refs of a repository, loose and packed (read as files)."""
+    found = set()
+    for path, _dirs, files in os.walk(common / "refs" / "replace"):
+        for name in files:
+            found.add((Path(path) / name).relative_to(common).as_posix())
+    try:
+        packed = (common / "packed-refs").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        packed = ""
+    for line in packed.splitlines():
+        name = line.partition(" ")[2].strip()
+        if name.startswith("refs/replace/"):
+            found.add(name)
+    return found
+
+
+def _index_signature(gitdir: Path) -> tuple[object, ...]:
+    """The stat of the index and of every shared index beside it (a split index reads one)."""
+    found: list[object] = []
+    try:
+        names = sorted(
+            name
+            for name in os.listdir(gitdir)
+            if name == "index" or name.startswith("sharedindex.")
+        )
+    except OSError:
+        return ()
+    for name in names:
+        try:
+            info = os.lstat(gitdir / name)
+        except OSError:
+            continue
+        found.append((name, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns))
+    return tuple(found)
 
 
 def _under(path: Path) -> Iterator[Path]:
@@ -146,8 +207,8 @@ class ProtectedSnapshot:
 
     covered: ProtectedSet
     states: Mapping[Path, FileState]
-    gitlinks: frozenset[str] = frozenset()
-    gitlink_key: tuple[object, ...] = ()
+    findings: frozenset[Finding] = frozenset()
+    findings_key: tuple[object, ...] = ()
 
     @classmethod
     def take(
@@ -165,8 +226,8 @@ class ProtectedSnapshot:
             state = _state(path, known.get(path), budget)
             if state is not None:
                 states[path] = state
-        gitlinks, key = covered.gitlink_paths(earlier)
-        return cls(covered, states, gitlinks, key)
+        findings, key = covered.findings(earlier)
+        return cls(covered, states, findings, key)
 
     def changes(self, later: ProtectedSnapshot | None = None) -> tuple[ProtectedChange, ...]:
         """What differs in ``later`` (by default: now) from this snapshot."""
@@ -193,23 +254,57 @@ class ProtectedSnapshot:
                     note=_note(path, self.covered.root, before, after),
                 )
             )
-        for link in sorted(later.gitlinks - self.gitlinks):
-            found.append(
-                ProtectedChange(
-                    self.covered.root / link,
-                    None,
-                    "gitlink",
-                    ("+160000 gitlink " + link,),
-                    note="added a gitlink (mode 160000: a nested repository git runs) at",
-                )
-            )
+        for kind, where in sorted(later.findings - self.findings):
+            found.append(_finding_change(self.covered.root, kind, where))
         return tuple(found)
+
+
+#: One thing the index or ``HEAD``'s tree records: ``(kind, path)``.
+Finding = tuple[str, str]
+
+_FINDING_NOTES = {
+    "gitlink": (
+        "+160000 gitlink {}",
+        "added a gitlink (mode 160000: a nested repository git runs) at",
+    ),
+    "shaped": (
+        "+git dir {}",
+        "recorded a folder that a checkout makes a git dir (git there obeys its config):",
+    ),
+    "hidden": (
+        "+skip-worktree {}",
+        "marked skip-worktree or assume-unchanged (git status and diff no longer show it):",
+    ),
+    "unreadable": (
+        "+unreadable {}",
+        "left what git cannot read (so nothing in it is vouched for):",
+    ),
+    "replace": (
+        "+replace {}",
+        "made a replace ref (git shows another object in place of the one named):",
+    ),
+}
+
+
+def _finding_change(root: Path, kind: str, where: str) -> ProtectedChange:
+    line, note = _FINDING_NOTES[kind]
+    shown = where if kind in ("unreadable", "replace") else (where or ".")
+    return ProtectedChange(root / shown, None, kind, (line.format(shown),), note=note)
 
 
 def _note(path: Path, root: Path, before: FileState | None, after: FileState | None) -> str:
     if path == root / ".git" and before is not None and after is not None:
         return "replaced the git dir"
+    if before is None and after is not None and _shape_marker(path, root):
+        return "made a git dir (git run there obeys its config, hooks, fsmonitor):"
     return ""
+
+
+def _shape_marker(path: Path, root: Path) -> bool:
+    """Whether ``path`` is what makes its place a git dir: a ``.git`` below the top, a ``HEAD``."""
+    if path.name == ".git":
+        return path.parent != root
+    return path.name == "HEAD" and path.parent != root / ".git"
 
 
 def _new_gitdir(earlier: ProtectedSnapshot, later: ProtectedSnapshot) -> Path | None:
