@@ -527,6 +527,7 @@ def _hostile_team(
             ANTHROPIC_API_KEY="test-key",
             ANTHROPIC_BASE_URL=server.base_url,
             ORCHESTRATOR_SANDBOX=sandbox,
+            TMPDIR=str(tmp_path),  # where the sandbox moves a planted git dir: the test's own
         )
     team = re.search(r"^team (\w+):$", done.stdout, re.MULTILINE)
     assert team is not None, done.stdout + done.stderr

@@ -214,26 +214,20 @@ def gitdir_shaped(place: GitPlace | Path, commit: str, changed: Collection[str])
 
     Git takes a folder for a repository when it holds a ``HEAD`` and ``objects`` and ``refs``
     (or a ``commondir`` naming where they are). A tree has no empty folders, so a git dir a
-    model committed shows as ``HEAD`` beside files (or links) under those names.
+    model committed shows as ``HEAD`` beside files (or links) under those names; the landing
+    reads trees with the same rule (:func:`~orchestrator.tools.products.gitdir.shaped_folders`).
+    A ``.git`` in a path is named by :func:`refusals` itself.
     """
+    from orchestrator.tools.products.gitdir import shaped_folders
+
     listed = _git(place, "ls-tree", "-r", "-z", "--name-only", commit)
-    paths = [path for path in listed.stdout.split("\0") if path]
-    present: set[str] = set(paths)
-    for path in paths:
-        parts = path.split("/")
-        present.update("/".join(parts[:end]) for end in range(1, len(parts)))
-    shaped = []
-    for path in paths:
-        if path != "HEAD" and not path.endswith("/HEAD"):
-            continue
-        folder = path.removesuffix("HEAD").rstrip("/")
-        inside = f"{folder}/" if folder else ""
-        shaped_here = f"{inside}commondir" in present or (
-            f"{inside}objects" in present and f"{inside}refs" in present
-        )
-        if shaped_here and any(name.startswith(inside) for name in changed):
-            shaped.append(folder)
-    return shaped
+    shaped = shaped_folders(path for path in listed.stdout.split("\0") if path)
+    return sorted(
+        folder
+        for folder in shaped
+        if PurePosixPath(folder).name.lower() != ".git"
+        and any(name.startswith(f"{folder}/" if folder else "") for name in changed)
+    )
 
 
 def protected_in_tree(top: Path, protected: Iterable[Path]) -> frozenset[str]:
