@@ -198,9 +198,11 @@ def test_a_branch_moved_outside_the_harness_s_merges_is_named_with_who_moved_it(
 def test_the_harness_commits_only_on_the_branch_it_gave_the_worktree(tmp_path: Path) -> None:
     repo = _repository(tmp_path / "repo")
     place = _worktree(repo, "one")
+    known = integration.branches(repo)
     run_git(place.work_tree, "symbolic-ref", "HEAD", "refs/heads/integration", place=place)
     (place.work_tree / "x.txt").write_text("x\n", encoding="utf-8")
     before = integration.rev(repo, "integration")
+    assert integration.follow_new_branch(place, "w/one", known) is None  # not one it made
     with pytest.raises(integration.HeadMoved, match="HEAD names branch integration, not branch"):
         integration.commit_all(place, "#1", on="w/one")
     assert integration.rev(repo, "integration") == before
@@ -243,3 +245,18 @@ def test_items_merged_side_by_side_are_checked_again_as_one_change(tmp_path: Pat
         repo, "integration", start=start, since=start, tip=start, moves=moves
     )
     assert not own and "moved back" in problems[0]
+
+
+def test_a_branch_the_model_made_from_its_own_is_followed_back_onto_its_own(
+    tmp_path: Path,
+) -> None:
+    repo = _repository(tmp_path / "repo")
+    place = _worktree(repo, "one")
+    known = integration.branches(repo)
+    run_git(place.work_tree, "switch", "-q", "-c", "fix", place=place)
+    (place.work_tree / "x.txt").write_text("x\n", encoding="utf-8")
+    made = integration.commit_all(place, "the model's own commit", on="fix")
+    assert integration.follow_new_branch(place, "w/one", known) == "fix"
+    assert integration.head_branch(place) == "w/one"
+    assert integration.rev(repo, "w/one") == made
+    assert integration.commit_all(place, "#1", on="w/one") is None  # nothing left over

@@ -131,6 +131,49 @@ def head_branch(place: GitPlace | Path) -> str | None:
     return name.removeprefix("refs/heads/") if done.returncode == 0 and name else None
 
 
+def branches(place: GitPlace | Path) -> frozenset[str]:
+    """Every branch of the repository (``team/ID/worker-1``)."""
+    done = _git(place, "for-each-ref", "--format=%(refname:strip=2)", "refs/heads", check=False)
+    return frozenset(done.stdout.split())
+
+
+def checked_out_elsewhere(place: GitPlace) -> frozenset[str]:
+    """The branches a worktree of the repository other than ``place`` has checked out."""
+    done = _git(place, "worktree", "list", "--porcelain", check=False)
+    here = place.work_tree.resolve()
+    found: set[str] = set()
+    where: Path | None = None
+    for line in done.stdout.splitlines():
+        if line.startswith("worktree "):
+            where = Path(line.removeprefix("worktree ")).resolve()
+        elif line.startswith("branch refs/heads/") and where != here:
+            found.add(line.removeprefix("branch refs/heads/"))
+    return frozenset(found)
+
+
+def follow_new_branch(place: GitPlace, own: str, before: frozenset[str]) -> str | None:
+    """``HEAD`` back on ``own`` when the model switched to a branch it made from ``own``.
+
+    ``git switch -c fix`` is ordinary git: the branch ``own`` then moves to that branch's tip
+    (only forward) and ``HEAD`` names ``own`` again, so the harness commits where it should.
+    Never for a branch that was there before (``before``), a team's branch, or one another
+    worktree has checked out: :func:`commit_all` refuses those. The branch it followed, or None.
+    """
+    now = head_branch(place)
+    if now is None or now == own or now in before or now.startswith("team/"):
+        return None
+    if now in checked_out_elsewhere(place):
+        return None
+    own_tip, new_tip = rev(place, f"refs/heads/{own}"), rev(place, f"refs/heads/{now}")
+    if own_tip is None or new_tip is None or not is_ancestor(place, own_tip, new_tip):
+        return None
+    moved = _git(place, "update-ref", f"refs/heads/{own}", new_tip, own_tip, check=False)
+    if moved.returncode != 0:
+        return None
+    _git(place, "symbolic-ref", "HEAD", f"refs/heads/{own}")
+    return now
+
+
 def commit_all(
     place: GitPlace | Path, message: str, *, on: str | None, author: str | None = None
 ) -> str | None:

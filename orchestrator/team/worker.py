@@ -235,6 +235,8 @@ class Worker:
         self._own_move: tuple[str, str] | None = None
         #: Writes of the model's git to branches not its own that the sandbox dropped.
         self._branch_writes: list[str] = []
+        #: The repository's branches when the item's session started.
+        self._branches_before: frozenset[str] = frozenset()
 
     def _open(self) -> SqlBoardStore:
         """A connection of its own (the heartbeat's, each session's)."""
@@ -371,6 +373,8 @@ class Worker:
         )
         kept = self._catch_up(item)
         self._started_at = self._head()
+        if self._place is not None:
+            self._branches_before = integration.branches(self._place)
         outcome = self._session(item)
         status = outcome.status if outcome is not None else "failed"
         if status == "interrupted":
@@ -468,6 +472,28 @@ class Worker:
             self._compromised = _branch_writes_said(self._branch_writes)
         return outcome
 
+    def _back_on_own_branch(self) -> None:
+        """After ``git switch -c NEW`` in the session: its branch follows NEW, HEAD names it.
+
+        Any other branch HEAD names is left as it is, and :func:`.integration.commit_all`
+        refuses to commit there.
+        """
+        if self._place is None or self._branch is None:
+            return
+        try:
+            followed = integration.follow_new_branch(
+                self._place, self._branch, self._branches_before
+            )
+        except GitError:
+            return
+        if followed is not None:
+            self.out.line(
+                inert(
+                    f"orchestrator: HEAD was on {followed}, a branch made in this item; "
+                    f"{self._branch} now points where it did, and HEAD names {self._branch} again"
+                )
+            )
+
     def _watch(self, event: Mapping[str, Any]) -> None:
         """Around each tool call: whether the integration branch moved while it ran.
 
@@ -522,6 +548,7 @@ class Worker:
             now = self._finish_landed(item.id)
             after = None
             if self._place is not None:
+                self._back_on_own_branch()
                 try:
                     after = integration.commit_all(
                         self._place,
@@ -580,6 +607,7 @@ class Worker:
         with _ignoring_stops():
             commit, kept = None, "its work so far is committed"
             if self._place is not None:
+                self._back_on_own_branch()
                 try:
                     commit = (
                         integration.commit_all(
@@ -646,6 +674,7 @@ class Worker:
                 self._compromised = _branch_writes_said(self._branch_writes)
                 problems.append(self._compromised)
             message = f"#{item_id}: {text}\n\nBoard-Item: {item_id}\nAgent: {plan.agent}\n"
+            self._back_on_own_branch()
             try:
                 commit = (
                     integration.commit_all(place, message, on=self._branch, author=plan.agent)
