@@ -24,7 +24,7 @@ lint: install
 # slowest tests, so a test that outgrows its layer shows at once.
 PYTEST := $(PY) -m pytest -n 2 --dist loadgroup --durations=10
 
-# Everything but the wall-clock benchmark checks, hypothesis under its ci profile (conftest.py).
+# Everything but the bench layer (docs/development.md), hypothesis under its ci profile.
 test: lint
 	$(PYTEST) -m "not bench"
 

@@ -143,7 +143,8 @@ SMOKE = attrs.evolve(
 # --- the command ----------------------------------------------------------------------------
 
 
-@pytest.mark.e2e
+# Every figure, so every benchmark's processes (16 claimers, four teams): the bench's layer.
+@pytest.mark.bench
 def test_quick_json_run_prints_one_object_with_every_figure(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -433,15 +434,33 @@ def _eager_cli_start(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.param(_figures._live_view, "live_view_vs_harness", _slow_live_view, 3, id="live"),
         pytest.param(_figures._trace, "trace_vs_floor", _slow_trace, 3, id="trace"),
         pytest.param(_figures._todo_round, "todo_round_trace_us", _slow_trace, 3, id="todo"),
-        pytest.param(_figures._replay, "replay_vs_parse_ratio", _slow_replay, 3, id="replay"),
+        # The heavier ones (seconds of replays and plan sweeps each) run with the bench.
+        pytest.param(
+            _figures._replay,
+            "replay_vs_parse_ratio",
+            _slow_replay,
+            3,
+            id="replay",
+            marks=pytest.mark.bench,
+        ),
         # Memory, not time: the hoard is ten copies of the trace's events.
         pytest.param(
-            _figures._replay, "replay_peak_rss_mb_40k", _hoarding_replay, 2, id="replay-rss"
+            _figures._replay,
+            "replay_peak_rss_mb_40k",
+            _hoarding_replay,
+            2,
+            id="replay-rss",
+            marks=pytest.mark.bench,
         ),
         pytest.param(measure_html, "html_render_seconds_per_1k_rounds", _slow_page, 3, id="html"),
         # An exponent moves by adding: a quadratic cost added on top lifts it by about one.
         pytest.param(
-            _figures._plan_scaling, "plan_scaling_exponent", _quadratic_plan, None, id="plan"
+            _figures._plan_scaling,
+            "plan_scaling_exponent",
+            _quadratic_plan,
+            None,
+            id="plan",
+            marks=pytest.mark.bench,
         ),
         pytest.param(
             measure_plan_dependencies,
@@ -449,6 +468,7 @@ def _eager_cli_start(monkeypatch: pytest.MonkeyPatch) -> None:
             _quadratic_plan,
             None,
             id="plan-deps",
+            marks=pytest.mark.bench,
         ),
     ],
 )
