@@ -472,3 +472,163 @@ def test_a_planted_orchestrator_py_never_runs_in_a_worker(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stdout + done.stderr
     assert not marker.exists()
     assert "(board check: ok)" in done.stdout
+
+
+def _user_git(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The user's own git (their config, fsmonitor and all), as after a team."""
+    return subprocess.run(
+        ["git", *args],
+        cwd=where,
+        env=_environment(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def _hostile_team(
+    tmp_path: Path, sandbox: str, attacks: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+    """``team`` with one worker whose model runs one bash command per item, then completes it.
+
+    The repository includes ``../.gitconfig`` (tracked) from its git config. Returns the run,
+    the repository and the team's id.
+    """
+    from orchestrator.script import parse_script
+    from orchestrator.testing import MessagesServer
+
+    if sandbox == "bwrap" and not _bwrap_works():
+        pytest.skip("bwrap cannot run here")
+    repo = _repository(
+        tmp_path / "repo", {"README.md": "# r\n", ".gitconfig": "[core]\n\tquotePath = false\n"}
+    )
+    run_git(repo, "config", "include.path", "../.gitconfig")
+    plan = [
+        {"id": str(n), "text": text, "status": "pending"} for n, text in enumerate(attacks, start=1)
+    ]
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "todo", "input": {"items": plan}}]},
+        {"text": "Planned."},
+    ]
+    for number, command in enumerate(attacks.values(), start=1):
+        done_item = {"merge": True, "items": [{"id": str(number), "status": "completed"}]}
+        turns += [
+            {"tool_calls": [{"name": "bash", "input": {"command": command}}]},
+            {"tool_calls": [{"name": "todo", "input": done_item}]},
+            {"text": "Done."},
+        ]
+    script = parse_script({"name": "hostile", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        done = _cli(
+            ["team", "Do it", "--workers", "1", "--lease", "30", "--workdir", str(repo)],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_SANDBOX=sandbox,
+            TMPDIR=str(tmp_path),  # where the sandbox moves a planted git dir: the test's own
+        )
+    team = re.search(r"^team (\w+):$", done.stdout, re.MULTILINE)
+    assert team is not None, done.stdout + done.stderr
+    return done, repo, team[1]
+
+
+def _refused_items(out: str) -> dict[str, str]:
+    """Each item's ``! not merged: #N (…)`` line in the closing lines, by item id."""
+    return {m[1]: m[0] for m in re.finditer(r"^! not merged: #(\d+) \(\w+/worker-1\).*", out, re.M)}
+
+
+@pytest.mark.parametrize("sandbox", ["workdir", "bwrap"])
+def test_a_worker_s_files_that_git_would_obey_never_reach_the_work_directory(
+    tmp_path: Path, sandbox: str
+) -> None:
+    """A hostile worker edits the git config file the repository includes, then commits a
+    folder shaped like a git dir with its own fsmonitor. Neither merges, the user's git runs
+    neither, each is named, and the team exits 3. Under ``workdir`` nothing stops bash, so
+    both reach the harness's checks of the item's commit; under bwrap the sandbox may stop
+    them first."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    attacks = {
+        "Tune the git config": (
+            f"printf '\\tfsmonitor = \"touch {marks}/included; false\"\\n' >> .gitconfig"
+        ),
+        "Add the fixture": (
+            "mkdir -p src/objects/info src/refs/heads && echo 'ref: refs/heads/main' > src/HEAD"
+            " && : > src/objects/info/packs && : > src/refs/heads/.keep && printf '[core]\\n"
+            "\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = .\\n"
+            f'\\tfsmonitor = "touch {marks}/gitdir; false"\\n\' > src/config'
+        ),
+    }
+    done, repo, _team = _hostile_team(tmp_path, sandbox, attacks)
+    out = done.stdout
+    assert done.returncode == 3, out + done.stderr
+    # From outside: the user's git runs nothing of the worker's, in the repository or below.
+    assert _user_git(repo, "status").returncode == 0
+    if (repo / "src").exists():
+        _user_git(repo / "src", "status")
+    assert sorted(p.name for p in marks.iterdir()) == []
+    assert (repo / ".gitconfig").read_text(encoding="utf-8") == "[core]\n\tquotePath = false\n"
+    files = _files_at(repo, "HEAD")
+    if sandbox == "workdir":
+        assert files == {"README.md", ".gitconfig"}
+    else:  # the sandbox may move the git dir's HEAD out: the rest is plain files
+        assert "src/HEAD" not in files, files
+    assert run_git(repo, "status", "--porcelain").stdout == ""
+    refused = _refused_items(out)
+    if sandbox == "workdir" or "1" in refused:
+        assert ".gitconfig is named by git config" in refused["1"], out
+        commit = re.search(r"\(commit (\w+) on", refused["1"])
+        assert commit is not None
+        assert "fsmonitor" in run_git(repo, "show", f"{commit[1]}:.gitconfig").stdout
+    if sandbox == "workdir" or "2" in refused:
+        assert "src/" in refused["2"] and "git dir" in refused["2"], out
+        # The payload was real: the user's git, in a checkout of that commit, runs it.
+        commit = re.search(r"\(commit (\w+) on", refused["2"])
+        assert commit is not None
+        scratch = tmp_path / "scratch"
+        added = _user_git(repo, "worktree", "add", "-q", "--detach", str(scratch), commit[1])
+        assert added.returncode == 0, added.stderr
+        _user_git(scratch / "src", "status")
+        assert (marks / "gitdir").exists(), "the planted git dir did not run: proves nothing"
+
+
+@pytest.mark.parametrize("sandbox", ["workdir", "bwrap"])
+def test_a_worker_that_moves_the_team_s_branches_has_nothing_merged(
+    tmp_path: Path, sandbox: str
+) -> None:
+    """A hostile worker moves the integration branch to a commit of its own with git's
+    plumbing (under which its next item's merge lands), then points its worktree's HEAD at
+    that branch. Nothing of the branch merges into the work directory, the worker is named,
+    and the team exits 3. Under ``workdir`` nothing stops bash, so the team's own checks
+    catch both; under bwrap the sandbox may stop the writes first, and says so."""
+    integration = "I=$(git for-each-ref --format='%(refname)' 'refs/heads/team/*/integration')"
+    attacks = {
+        "Write notes/c.md": (
+            f"mkdir -p notes && echo c > notes/c.md && {integration} && echo evil > backdoor.py"
+            " && git add backdoor.py && C=$(git -c user.name=m -c user.email=m@m commit-tree"
+            " $(git write-tree) -p $I -m sneaky) && git update-ref $I $C"
+            " && git rm -q --cached backdoor.py && rm backdoor.py"
+        ),
+        "Write notes/d.md": f"{integration} && git symbolic-ref HEAD $I && echo d > notes/d.md",
+    }
+    done, repo, team = _hostile_team(tmp_path, sandbox, attacks)
+    out = done.stdout
+    assert done.returncode == 3, out + done.stderr
+    assert "backdoor.py" not in _files_at(repo, "HEAD")
+    assert run_git(repo, "status", "--porcelain").stdout == ""
+    refused = _refused_items(out)
+    moved = re.search(rf"^! not merged: team/{team}/integration was moved to commit .*", out, re.M)
+    if sandbox == "workdir" or moved is not None:
+        assert moved is not None, out
+        assert f"('sneaky') by {team}/worker-1's own git" in moved[0]
+        assert "; nothing of it is merged" in moved[0]
+        assert _files_at(repo, "HEAD") == {"README.md", ".gitconfig"}
+        assert run_git(repo, "log", "--format=%s", "-1").stdout.strip() == "start"
+    else:  # the sandbox stopped the move, and the worker's item is refused for trying
+        assert f"refs/heads/team/{team}/integration" in refused["1"], out
+        assert "the sandbox stopped the session's git from moving branches" in refused["1"]
+    if sandbox == "workdir" or "2" in refused:
+        assert f"HEAD names branch team/{team}/integration" in refused["2"], out
+        assert re.search(r"^! worktree left: .*HEAD names branch", out, re.M), out

@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +156,7 @@ def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
     def other_worker_lands_first() -> None:
         (other.work_tree / "notes").mkdir()
         (other.work_tree / "notes" / "same.md").write_text("theirs\n", encoding="utf-8")
-        commit = integration.commit_all(other, "#9: theirs")
+        commit = integration.commit_all(other, "#9: theirs", on="w/other")
         assert commit is not None
         assert integration.merge_into(other, "integration", commit, "merge #9").ok
 
@@ -232,3 +233,91 @@ def test_two_workers_in_two_clones_share_one_postgresql_board(
         for item in done:
             path = note_path(texts[int(item) - 1][0], item)
             assert (tmp_path / name / path).is_file()
+
+
+def _work_with_model(
+    tmp_path: Path, url: str, repo: Path, turns: list[dict[str, object]], sandbox: str = "workdir"
+) -> subprocess.CompletedProcess[str]:
+    """``orchestrator work`` whose sessions talk to a scripted model over the real SDK."""
+    from orchestrator.script import parse_script
+    from orchestrator.testing import MessagesServer
+    from tests.test_cli import _environment
+
+    script = parse_script({"name": "worker", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        return subprocess.run(
+            [sys.executable, "-m", "orchestrator", "work", url, "--agent", "me", "--workdir", repo],
+            env=_environment(
+                ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"),
+                ANTHROPIC_API_KEY="test-key",
+                ANTHROPIC_BASE_URL=server.base_url,
+                ORCHESTRATOR_SANDBOX=sandbox,
+                TMPDIR=str(tmp_path),
+            ),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+
+def test_an_item_left_in_progress_is_given_back_and_the_worker_does_not_say_done(
+    tmp_path: Path,
+) -> None:
+    """The model marks its item completed, the person's check fails, and its session ends:
+    the item goes back on the board, and the worker says so and exits 3, never "done"."""
+    url = f"sqlite:///{tmp_path / 'board.db'}"
+    with open_store(url) as store, store.change() as change:
+        change.add("Write notes/a.md", agent="person", check="test -s notes/b.md")
+    repo = _repository(tmp_path / "repo")
+    complete = {"merge": True, "items": [{"id": "1", "status": "completed"}]}
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "write_file", "input": {"path": "notes/a.md", "content": "a\n"}}]},
+        {"tool_calls": [{"name": "todo", "input": complete}]},
+        {"text": "Done."},
+    ]
+    done = _work_with_model(tmp_path, url, repo, turns)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert _statuses(url) == {"1": ("pending", None)}
+    assert "released #1: the session ended without completing it" in done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("work: unfinished: not finished, given back to the board: #1"), last
+    assert last.endswith("(exit 3)"), last
+    # Its work is kept, committed on the branch, for whoever takes the item next.
+    assert "notes/a.md" in run_git(repo, "show", "--name-only", "--format=", "HEAD").stdout
+
+
+@pytest.mark.parametrize("sandbox", ["workdir", "bwrap"])
+def test_a_branch_the_model_switches_to_itself_is_followed_and_the_item_lands(
+    tmp_path: Path, sandbox: str
+) -> None:
+    """``git switch -c`` and a commit of the model's own: ordinary git, still committed on
+    the worker's branch, and the item completes."""
+    from tests.test_team import _bwrap_works
+
+    if sandbox == "bwrap" and not _bwrap_works():
+        pytest.skip("bwrap cannot run here")
+    url = _board(tmp_path / "board.db", (("Write notes/a.md", ()),))
+    repo = _repository(tmp_path / "repo")
+    mine = (
+        "git switch -q -c fix && mkdir -p notes && echo a > notes/a.md && git add notes"
+        " && git -c user.name=m -c user.email=m@m commit -qm 'my own commit'"
+    )
+    complete = {"merge": True, "items": [{"id": "1", "status": "completed"}]}
+    turns: list[dict[str, object]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": mine}}]},
+        {"tool_calls": [{"name": "todo", "input": complete}]},
+        {"text": "Done."},
+    ]
+    done = _work_with_model(tmp_path, url, repo, turns, sandbox)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _statuses(url) == {"1": ("completed", "me")}
+    assert (
+        "HEAD was on fix, a branch made in this item; main now points where it did" in done.stdout
+    )
+    assert run_git(repo, "symbolic-ref", "--short", "HEAD").stdout.strip() == "main"
+    assert "my own commit" in run_git(repo, "log", "--format=%s", "main").stdout
+    assert (repo / "notes" / "a.md").is_file()
+    assert run_git(repo, "status", "--porcelain").stdout == ""

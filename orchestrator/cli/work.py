@@ -99,10 +99,14 @@ def work(
     when the board has nothing left for it. Its lease is renewed by a heartbeat while it
     lives, so a dead worker's item is free again within --lease. In a repository each
     completed item is one commit (the item's id and text in its message); a commit that adds
-    a gitlink or changes a file that decides what runs later is refused. The same command on
-    two machines against one PostgreSQL board is a team across machines. Exit 0 when the board
-    has nothing left for it, 1 when a session failed, 2 bad input, 3 when an item's work was
-    refused, 130/143 when stopped (its work committed, its item given back).
+    a gitlink, changes a file that decides what runs later, or holds a folder shaped like a
+    git dir is refused, and nothing is committed once HEAD names another branch. The same
+    command on two machines against one PostgreSQL board is a team across machines. An item
+    a session ends without completing is given back to the board, never counted as done.
+    Exit 0 when the board has nothing left for it and every item it took is completed, 1
+    when a session failed, 2 bad input, 3 when an item's work was refused or an item it took
+    was given back unfinished, 130/143 when stopped (its work committed, its item given
+    back).
     """
     from orchestrator.agent import SettingsError, anthropic_model, load_options
     from orchestrator.board.inputs import agent_problem

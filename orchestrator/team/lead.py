@@ -7,7 +7,9 @@ own branch and an ``orchestrator work`` child process of its own (its own sandbo
 traces and lease). Each worker claims ready items until none is left; an item's commit merges
 into the integration branch before the board marks it completed (:mod:`.integration`), so an
 item blocked by others starts from their work. At the end the integration branch merges into
-the work directory.
+the work directory, once every step of it is known to be a merge a worker's harness made (each
+worker tells the lead of each) and the whole change since the team's start has passed an
+item's refusals again (:func:`.integration.merge_check`).
 
 A team has an id; its agents are ``ID/lead`` and ``ID/worker-K``, so teams that share a store
 never mix their credit, and a second team on a board whose items belong to another unfinished
@@ -38,6 +40,7 @@ from orchestrator.harness_git import GitError, GitPlace, run_git
 from orchestrator.inert import inert
 from orchestrator.team import integration
 from orchestrator.team.integration import TeamError
+from orchestrator.tools.protected import ProtectGlobs
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions, Session
@@ -197,6 +200,10 @@ class _Team:
     task: str
     workers: int
     scripted: bool
+    #: The commit the integration branch started at: what the final merge is checked from.
+    start: str = ""
+    #: The latest tip of the integration branch known to be all the harness's merges.
+    verified: str = ""
     fresh: bool = attrs.field(default=True, eq=False)
 
     @property
@@ -296,6 +303,8 @@ def _load(folder: Path) -> _Team | None:
             str(data["task"]),
             int(data["workers"]),
             bool(data["scripted"]),
+            str(data.get("start") or ""),
+            str(data.get("verified") or ""),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -354,6 +363,20 @@ class _Run:
         if home is None:
             raise TeamError(f"{plan.workdir}: git cannot read the repository there")
         self.home = home
+        #: The branch the work directory has checked out: the lead's commit goes only there.
+        self.home_branch = integration.head_branch(home)
+        config = plan.options(
+            plan.workdir, team.agent("lead"), team.folder / "lead.jsonl", team.board
+        ).config
+        self.protect = ProtectGlobs(tuple(config.protect))
+        self.allow = tuple(Path(path) for path in config.allow_write)
+        #: What the single run's guard protects in the work directory (as tree paths), read
+        #: before any agent has run: what the lead's commit and the final merge may not change.
+        self.protected = integration.protected_of(home.work_tree, self.allow)
+        #: Each move of the integration branch a worker's harness made, as they come.
+        self.moves: list[integration.Move] = []
+        #: Each move of it a worker saw during one of its tool calls.
+        self.sightings: list[integration.Sighting] = []
         self.children: list[_Child] = []
         self.places: list[tuple[str, GitPlace]] = []
         self.reports: list[AgentReport] = []
@@ -361,6 +384,9 @@ class _Run:
         #: Worktrees left in place, with why (their changes could not be committed, or they
         #: hold a nested repository).
         self.left: list[str] = []
+        #: What the team refused besides an item's work: a worktree whose HEAD was moved, an
+        #: integration branch that is not the harness's own.
+        self.refusals: list[str] = []
 
     def run(self) -> TeamResult:
         plan, team = self.plan, self.team
@@ -374,6 +400,9 @@ class _Run:
             self._say("team", f"resuming team {team.id} on {team.board}")
         if integration.rev(self.home, f"refs/heads/{team.integration}") is None:
             run_git(plan.workdir, "branch", team.integration, "HEAD", place=self.home)
+            start = integration.rev(self.home, f"refs/heads/{team.integration}") or ""
+            self.team = team = attrs.evolve(team, start=start, verified=start)
+            team.save()
         try:
             self._start_workers()
             self._join(None)
@@ -407,8 +436,18 @@ class _Run:
             return report, ""
         before = integration.rev(self.home, "HEAD")
         assert before is not None
-        commit = integration.commit_all(self.home, "lead: files changed while planning")
-        problems = integration.refusals(self.home, before, commit or before)
+        try:
+            commit = integration.commit_all(
+                self.home, "lead: files changed while planning", on=self.home_branch
+            )
+        except integration.HeadMoved as error:
+            return (
+                report,
+                f"the lead moved the work directory's HEAD ({error}); the team did not start",
+            )
+        problems = integration.refusals(
+            self.home, before, commit or before, self.protect, self.protected
+        )
         if problems:
             # Not merged into the team's base: the commit is moved to a branch of its own.
             kept = f"team/{team.id}/kept/lead"
@@ -452,8 +491,14 @@ class _Run:
             branch = f"team/{team.id}/{short}"
             place = integration.add_worktree(self.home, team.folder / short, branch, tip)
             self.places.append((branch, place))
-            # A worktree a stopped team left with changes: committed before anyone works on.
-            integration.commit_all(place, f"{team.agent(short)}: work left when the team stopped")
+            try:
+                # A worktree a stopped team left with changes: committed before anyone works on.
+                integration.commit_all(
+                    place, f"{team.agent(short)}: work left when the team stopped", on=branch
+                )
+            except integration.HeadMoved as error:
+                self.refusals.append(f"{team.agent(short)} not started: {place.work_tree}: {error}")
+                continue
             self.children.append(self._spawn(short, branch, place))
 
     def _spawn(self, short: str, branch: str, place: GitPlace) -> _Child:
@@ -528,6 +573,8 @@ class _Run:
                     child.finished = event
                 elif name == "work.item":
                     child.items.append(event)
+                elif name in ("work.merged", "work.moved"):
+                    self._record_move(child, event)
                 said = describe(event)
                 if said and name != "work.finished":
                     self._say(child.short, said)
@@ -536,6 +583,25 @@ class _Run:
                 feed(event)
                 continue
             self._show(child.short, lines, event)
+
+    def _record_move(self, child: _Child, event: Mapping[str, Any]) -> None:
+        """A worker's merge into the integration branch, or a move one of its tool calls saw.
+
+        Kept under the worker's name as the lead knows it (the pipe it came by), never the
+        name the record gives.
+        """
+        if event.get("branch") != self.team.integration:
+            return
+        if event["event"] == "work.merged":
+            onto, tip = str(event.get("onto") or ""), str(event.get("tip") or "")
+            if onto and tip:
+                self.moves.append(
+                    integration.Move(onto, tip, child.agent, str(event.get("item") or "?"))
+                )
+            return
+        before, after = str(event.get("before") or ""), str(event.get("after") or "")
+        if before and after:
+            self.sightings.append(integration.Sighting(child.agent, before, after))
 
     def _show(self, short: str, lines: EventLines, event: Mapping[str, Any]) -> None:
         for text, _style in lines.lines(event):
@@ -568,6 +634,9 @@ class _Run:
                     if child.process.poll() is None:
                         kill_group(child.process.pid)
                         child.process.wait()
+                    if child.reader is not None:
+                        # Its last records (a merge it made) are read before the end is judged.
+                        child.reader.join(5)
 
     def _join(self, deadline: float | None) -> None:
         for child in self.children:
@@ -592,10 +661,10 @@ class _Run:
     def _commit_each(self) -> None:
         for branch, place in self.places:
             try:
-                integration.commit_all(place, f"{branch}: work left when the team ended")
+                integration.commit_all(place, f"{branch}: work left when the team ended", on=branch)
                 # Committed: the worktree can go (its branch stays; a resume adds it back).
                 why = integration.remove_worktree(self.home, place.work_tree)
-            except GitError as error:
+            except (GitError, TeamError) as error:
                 why = str(error)
             if why is not None:
                 self.left.append(f"{place.work_tree}: {why}")
@@ -611,14 +680,25 @@ class _Run:
         conflicts: tuple[tuple[str, tuple[str, ...]], ...] = ()
         tip = integration.rev(self.home, f"refs/heads/{team.integration}")
         head = integration.rev(self.home, "HEAD")
-        if self.stopped is None and not refused and tip is not None and tip != head:
+        problems: tuple[str, ...] = ()
+        if tip is not None and not refused:
+            problems = self._check_integration(tip)
+        elif tip is None and not refused and team.start:
+            problems = (
+                f"{team.integration} is gone: something other than the harness deleted it, and "
+                "the work merged there is not in the work directory",
+            )
+        if self.stopped is None and not refused and not problems and tip not in (None, head):
+            assert tip is not None
+            # The commit checked, not the branch's name: nothing can move it in between.
             files = integration.merge_branch(
-                self.home, team.integration, f"Merge the work of team {team.id}"
+                self.home, tip, f"Merge the work of team {team.id} ({team.integration})"
             )
             if files:
                 conflicts = ((team.integration, files),)
             else:
                 merged = (team.integration,)
+        not_merged = (*self.refusals, *not_merged, *problems)
         verdict, unfinished = _board_verdict(team.board, team.id)
         reports = _with_items(self.reports, team.board)
         return TeamResult(
@@ -635,6 +715,33 @@ class _Run:
             self.stopped,
             refused,
         )
+
+    def _check_integration(self, tip: str) -> tuple[str, ...]:
+        """Why the integration branch at ``tip`` may not merge into the work directory.
+
+        Every step of it from the team's start must be a merge a worker's harness made (a
+        worker's own git can move the branch past every refusal), and the whole change from
+        the start gets the refusals an item's commit gets. A tip found clean is recorded, so
+        a resumed team checks only what came after it.
+        """
+        team = self.team
+        start = team.start or integration.merge_base(self.home, "HEAD", tip) or tip
+        problems, own = integration.merge_check(
+            self.home,
+            team.integration,
+            start=start,
+            since=team.verified or start,
+            tip=tip,
+            moves=self.moves,
+            sightings=self.sightings,
+            protect=self.protect,
+            # Read again now as well: a config change meanwhile protects what it names too.
+            protected=self.protected | integration.protected_of(self.home.work_tree, self.allow),
+        )
+        if own and tip != team.verified:
+            self.team = attrs.evolve(team, verified=tip)
+            self.team.save()
+        return problems
 
     def _say(self, who: str, text: str) -> None:
         lines = text.splitlines() or [""]

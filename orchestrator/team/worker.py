@@ -8,13 +8,17 @@ free again within it.
 
 When the model marks its item completed, the harness lands the work *before* the board's
 ``complete`` edge is taken: it commits the work directory (when it is a repository) as one
-commit naming the item, refuses a commit that adds a gitlink or changes a file that decides
-what runs later, and, with an integration branch (``--integrate``, what ``team`` gives each
-worker), merges the commit into it. A refusal or a conflict refuses the completion and is
-logged on the board (a failed ``check`` line naming why); when the session ends the item goes
-back on the board. Before each item the worktree
-is brought up to the integration branch's tip, so an item blocked by others starts from their
-work.
+commit naming the item, only while ``HEAD`` names the branch it named at the start, refuses a
+commit that adds a gitlink, changes a file that decides what runs later or holds a folder
+shaped like a git dir (:func:`.integration.refusals`), and, with an integration branch
+(``--integrate``, what ``team`` gives each worker), merges the commit into it and says so
+(``work.merged``). A refusal or a conflict refuses the completion and is logged on the board
+(a failed ``check`` line naming why); when the session ends the item goes back on the board,
+and the worker ends ``unfinished`` (exit 3) rather than ``done``. Before each item the
+worktree is brought up to the integration branch's tip, so an item blocked by others starts
+from their work. A move of the integration branch during one of its tool calls is told to
+``team`` (``work.moved``), which puts a move no worker's harness made to the worker that made
+it.
 
 Stopped by SIGINT or SIGTERM, the worker commits what its session left, releases its item
 (pending again at once, not left to expire) and exits 130 or 143. With ``json`` every line on
@@ -203,6 +207,12 @@ class Worker:
 
     def __init__(self, plan: WorkPlan, out: WorkOutput) -> None:
         self.plan, self.out = plan, out
+        self._globs: ProtectGlobs | None = None
+        #: What an item's commit may not change besides the fixed list: the single run's
+        #: protected paths, here and in the main work tree its merges end up in (tree paths).
+        self._protected_paths: frozenset[str] = frozenset()
+        #: The branch ``HEAD`` named at the start: the only one the harness commits on.
+        self._branch: str | None = None
         self._place = self._repository()
         self._protected = self._snapshot()
         self.store = self._open()
@@ -219,7 +229,14 @@ class Worker:
         self._current: BoardItem | None = None
         self._started_at: str | None = None
         self._compromised = ""
-        self._globs: ProtectGlobs | None = None
+        #: The integration branch's tip when the tool call running now started.
+        self._tip_before: str | None = None
+        #: The integration branch's last move this worker's harness made (told already).
+        self._own_move: tuple[str, str] | None = None
+        #: Writes of the model's git to branches not its own that the sandbox dropped.
+        self._branch_writes: list[str] = []
+        #: The repository's branches when the item's session started.
+        self._branches_before: frozenset[str] = frozenset()
 
     def _open(self) -> SqlBoardStore:
         """A connection of its own (the heartbeat's, each session's)."""
@@ -265,6 +282,11 @@ class Worker:
         except KeyboardInterrupt:
             self._stop_now()
             status, code, reason = "interrupted", stopped(), "stopped by a signal"
+        except integration.HeadMoved as error:
+            # The model moved this worktree's HEAD: the harness commits nothing there again.
+            self._compromised = str(error)
+            self._stop_now("the worker stopped: " + str(error))
+            status, code, reason = "refused", 3, str(error)
         except (GitError, integration.TeamError) as error:
             # The repository would not do what the harness asked: its item goes back now.
             self._stop_now("the worker failed: " + str(error))
@@ -274,6 +296,11 @@ class Worker:
         if code == 0 and any(o.outcome == "refused" for o in self._outcomes):
             status, code = "refused", 3
             reason = "an item's work was not merged (see above)"
+        elif code == 0 and (left := self._not_finished()):
+            # Given back to the board, not done: the board is not left for it to say so.
+            status, code = "unfinished", 3
+            named = "; ".join(f"#{o.item} ({o.why})" for o in left[:5])
+            reason = f"not finished, given back to the board: {named}"
         return WorkResult(
             status,
             code,
@@ -284,6 +311,13 @@ class Worker:
             self._cost,
             tuple(self._traces),
         )
+
+    def _not_finished(self) -> list[ItemOutcome]:
+        """The items this worker took and gave back without completing them (latest try)."""
+        last: dict[str, ItemOutcome] = {}
+        for outcome in self._outcomes:
+            last[outcome.item] = outcome
+        return [o for o in last.values() if o.outcome in ("unfinished", "conflict")]
 
     def _next(self) -> tuple[BoardItem, bool] | None:
         """The item to work on next, and whether this worker held it already; None: no more.
@@ -339,6 +373,8 @@ class Worker:
         )
         kept = self._catch_up(item)
         self._started_at = self._head()
+        if self._place is not None:
+            self._branches_before = integration.branches(self._place)
         outcome = self._session(item)
         status = outcome.status if outcome is not None else "failed"
         if status == "interrupted":
@@ -366,7 +402,10 @@ class Worker:
             return None
         with _signals_held():
             integration.commit_all(
-                place, f"{self.plan.agent}: work left in the worktree", author=self.plan.agent
+                place,
+                f"{self.plan.agent}: work left in the worktree",
+                on=self._branch,
+                author=self.plan.agent,
             )
             keep_as = _kept_name(branch, self.plan.agent)
             kept = integration.catch_up(place, branch, keep_as)
@@ -410,6 +449,7 @@ class Worker:
                 notice=self.out.line,
                 header=self.out.line,
                 interactive=False,
+                extra_sinks=(self._watch,),
             )
             prompt = ITEM_PROMPT.format(agent=plan.agent, item=item.id, text=item.text)
             outcome = session.turn(prompt)
@@ -428,7 +468,67 @@ class Worker:
             self._compromised = "the session changed protected paths: " + ", ".join(
                 change.describe(plan.workdir) for change in session.protected_changes
             )
+        elif self._branch_writes:
+            self._compromised = _branch_writes_said(self._branch_writes)
         return outcome
+
+    def _back_on_own_branch(self) -> None:
+        """After ``git switch -c NEW`` in the session: its branch follows NEW, HEAD names it.
+
+        Any other branch HEAD names is left as it is, and :func:`.integration.commit_all`
+        refuses to commit there.
+        """
+        if self._place is None or self._branch is None:
+            return
+        try:
+            followed = integration.follow_new_branch(
+                self._place, self._branch, self._branches_before
+            )
+        except GitError:
+            return
+        if followed is not None:
+            self.out.line(
+                inert(
+                    f"orchestrator: HEAD was on {followed}, a branch made in this item; "
+                    f"{self._branch} now points where it did, and HEAD names {self._branch} again"
+                )
+            )
+
+    def _watch(self, event: Mapping[str, Any]) -> None:
+        """Around each tool call: whether the integration branch moved while it ran.
+
+        A move is told to ``team`` (``work.moved``), which sets it beside the merges the
+        workers made: one no worker's harness made is put to the worker whose tool call saw it.
+        """
+        name = event.get("event")
+        if name == "git.landed":
+            self._branch_writes += _branch_writes(event.get("dropped"))
+            return
+        if name not in ("tool.call", "tool.result") or self._place is None:
+            return
+        if self.plan.integrate is None:
+            return
+        try:
+            tip = integration.rev(self._place, f"refs/heads/{self.plan.integrate}")
+        except GitError:
+            tip = None
+        if name == "tool.call":
+            self._tip_before = tip
+            return
+        before, self._tip_before = self._tip_before, None
+        if before is not None and tip is not None and before != tip:
+            if (before, tip) == self._own_move:
+                return  # its own merge, in the call that completed its item
+            self.out.record(
+                {
+                    "event": "work.moved",
+                    "agent": self.plan.agent,
+                    "branch": self.plan.integrate,
+                    "before": before,
+                    "after": tip,
+                    "tool": event.get("name"),
+                }
+            )
 
     def _count(self, session: Session) -> None:
         totals = session.totals
@@ -448,11 +548,16 @@ class Worker:
             now = self._finish_landed(item.id)
             after = None
             if self._place is not None:
-                after = integration.commit_all(
-                    self._place,
-                    f"#{item.id} ({agent}): changes after the item's commit\n\n{item.text}",
-                    author=agent,
-                )
+                self._back_on_own_branch()
+                try:
+                    after = integration.commit_all(
+                        self._place,
+                        f"#{item.id} ({agent}): changes after the item's commit\n\n{item.text}",
+                        on=self._branch,
+                        author=agent,
+                    )
+                except integration.HeadMoved as error:
+                    self._compromised = str(error)
             if now is not None and now.status == Status.COMPLETED and now.owner == agent:
                 commit = landed[0] if landed is not None else None
                 return ItemOutcome(item.id, "completed", commit)
@@ -502,17 +607,19 @@ class Worker:
         with _ignoring_stops():
             commit, kept = None, "its work so far is committed"
             if self._place is not None:
+                self._back_on_own_branch()
                 try:
                     commit = (
                         integration.commit_all(
                             self._place,
                             f"#{item.id} ({self.plan.agent}): unfinished, the worker was stopped"
                             f"\n\n{item.text}",
+                            on=self._branch,
                             author=self.plan.agent,
                         )
                         or self._new_head()
                     )
-                except GitError as error:
+                except (GitError, integration.TeamError) as error:
                     kept = f"its work so far is left in {self.plan.workdir} (not committed)"
                     self.out.line(f"orchestrator: could not commit the unfinished work: {error}")
             landed = self._landed.get(item.id)
@@ -563,17 +670,38 @@ class Worker:
                 shown = ", ".join(change.describe(plan.workdir) for change in changes)
                 self._compromised = f"protected paths changed: {shown}"
                 problems.append(self._compromised)
+            if self._branch_writes:
+                self._compromised = _branch_writes_said(self._branch_writes)
+                problems.append(self._compromised)
             message = f"#{item_id}: {text}\n\nBoard-Item: {item_id}\nAgent: {plan.agent}\n"
-            commit = integration.commit_all(place, message, author=plan.agent) or self._head()
-            assert commit is not None
-            problems.extend(
-                integration.refusals(place, self._started_at or commit, commit, self._globs)
-            )
+            self._back_on_own_branch()
+            try:
+                commit = (
+                    integration.commit_all(place, message, on=self._branch, author=plan.agent)
+                    or self._head()
+                )
+            except integration.HeadMoved as error:
+                self._compromised = str(error)
+                commit = None
+                problems.append(str(error))
+            if commit is None and not problems:
+                problems.append(f"{plan.workdir}: HEAD names no commit")
+            if commit is not None:
+                problems.extend(
+                    integration.refusals(
+                        place,
+                        self._started_at or commit,
+                        commit,
+                        self._globs,
+                        self._protected_paths,
+                    )
+                )
             if problems:
                 why = "; ".join(problems)
                 self._refusal[item_id] = ("refused", why)
                 self._note(item_id, f"not merged into {target}: {why}")
                 return _refused(target, f"not merged: {why}")
+            assert commit is not None  # a HEAD with no commit is refused above
             merged: str | None = None
             if plan.integrate is not None:
                 outcome = integration.merge_into(
@@ -585,6 +713,19 @@ class Worker:
                     self._note(item_id, f"merge into {plan.integrate}: {why}")
                     return _refused(target, why)
                 merged = outcome.tip
+                if outcome.onto is not None and merged is not None:
+                    self._own_move = (outcome.onto, merged)
+                    # Told at once: the team knows each move of its branch that is its own.
+                    self.out.record(
+                        {
+                            "event": "work.merged",
+                            "agent": plan.agent,
+                            "item": item_id,
+                            "branch": plan.integrate,
+                            "onto": outcome.onto,
+                            "tip": merged,
+                        }
+                    )
             self._refusal.pop(item_id, None)
             self._landed[item_id] = (commit, merged)
         return None
@@ -623,6 +764,7 @@ class Worker:
                 f"{self.plan.workdir}: uncommitted changes; commit or stash them first, so each "
                 "item is a commit of its own"
             )
+        self._branch = integration.head_branch(place)
         if self.plan.integrate is not None and (
             integration.rev(place, f"refs/heads/{self.plan.integrate}") is None
         ):
@@ -652,6 +794,14 @@ class Worker:
             (*policy.hidden, *policy.stores, policy.workdir / ".orchestrator"),
         )
         self._globs = policy.protect
+        # Tree paths: what git config names here, and in the main work tree, where every
+        # merge ends up (a worktree's config includes are read relative to the common dir).
+        paths = set(integration.protected_in_tree(policy.workdir, policy.protected))
+        main = integration.main_work_tree(self._place)
+        if main is not None and main.resolve() != policy.workdir.resolve():
+            allowed = [Path(p) for p in self.plan.options(None).config.allow_write]
+            paths |= integration.protected_of(main, allowed)
+        self._protected_paths = frozenset(paths)
         return ProtectedSnapshot.take(covered)
 
     def _item(self, item_id: str) -> BoardItem | None:
@@ -698,6 +848,29 @@ class _ItemBoard(SharedBoard):
             return hooked
         landed = self._land(str(asked.get("id", "")), str(asked.get("text", "")))
         return landed if landed is not None else hooked
+
+
+def _branch_writes(dropped: object) -> list[str]:
+    """The branch writes in a ``git.landed`` event's ``dropped`` list, each with why.
+
+    A branch (another worker's, the integration branch) the sandbox would not let the model's
+    git move, or ``HEAD`` pointed at a team's branch: the work is not merged either way.
+    """
+    found = []
+    for entry in dropped if isinstance(dropped, list) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        path, why = str(entry.get("path", "")), str(entry.get("why", ""))
+        ref = path[path.find("refs/heads/") :] if "refs/heads/" in path else ""
+        head = path == "HEAD" or path.endswith("/HEAD")
+        if ref.startswith("refs/heads/") or (head and "refs/heads/team/" in why):
+            found.append(f"{ref or 'HEAD'} ({why})")
+    return found
+
+
+def _branch_writes_said(writes: list[str]) -> str:
+    shown = "; ".join(dict.fromkeys(writes))
+    return f"the sandbox stopped the session's git from moving branches: {shown}"
 
 
 def _refused(target: str, why: str) -> CheckResult:
