@@ -339,3 +339,41 @@ def test_the_models_text_on_a_shared_board_has_the_boards_cap(tmp_path: Path) ->
     longest = registry.dispatch("todo", {"items": [{"id": "1", "text": "x" * 2000}]})
     assert not longest.is_error, longest.text
     alice.close()
+
+
+def test_a_run_that_ends_holding_its_item_is_not_done_with_exit_0(tmp_path: Path) -> None:
+    # The check fails and the model stops anyway: the item it claimed is still in progress,
+    # held by it until the lease runs out, so the run's result cannot be a plain success.
+    url = f"sqlite:///{tmp_path / 'team.db'}"
+    _orchestrator(["board", "add", url, "Make ok", "--check", "test -f ok"], tmp_path)
+    _orchestrator(["board", "add", url, "Someone else's"], tmp_path)
+    turns = [
+        {
+            "tool_calls": [
+                {"name": "todo", "input": {"items": [{"id": "1", "status": "in_progress"}]}}
+            ]
+        },
+        {
+            "tool_calls": [
+                {"name": "todo", "input": {"items": [{"id": "1", "status": "completed"}]}}
+            ]
+        },
+        {"text": "Done."},
+    ]
+    script = parse_script({"name": "held", "turns": turns}, source="test")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    with MessagesServer(script) as server:
+        done = _orchestrator(
+            [
+                *("run", "Do it", "--workdir", str(workdir), "--yes", "--board", url),
+                *("--agent", "alice", "--sandbox", "workdir", "--output-format", "json"),
+            ],
+            tmp_path,
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+        )
+    assert done.returncode == 3, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["status"], result["unfinished"]) == ("done", ["1"])  # not #2: not its own
+    assert "#1" in result["reason"]

@@ -692,6 +692,10 @@ class Session:
         status = outcome.status if outcome is not None else "chat"
         refused = (*self.approval.refused, *self._refused_hooks())
         unfinished = outcome.unfinished if outcome is not None else ()
+        if status == "done" and isinstance(self.board, SharedBoard):
+            # Others' items are theirs to settle; one this run still holds is not done (its
+            # check failed, say), and its lease keeps it from everyone until it runs out.
+            unfinished = (*unfinished, *(i for i in self.board.held if i not in unfinished))
         code = report.exit_code(
             status, len(refused) + len(self.protected_changes), interrupted_code, len(unfinished)
         )

@@ -134,6 +134,15 @@ class SharedBoard:
         done = sum(item.status == Status.COMPLETED for item in self._items)
         return done, len(self._items)
 
+    @property
+    def held(self) -> tuple[str, ...]:
+        """The items this agent holds in progress, as the board last read showed them."""
+        return tuple(
+            item.id
+            for item in self._items
+            if item.status == Status.IN_PROGRESS and item.owner == self.agent
+        )
+
     def render(self) -> str:
         """The board as it is now in the store: what the model is shown is what it saw.
 
