@@ -36,9 +36,9 @@ EXIT_CODES = (
         3,
         "done, but not everything it reports happened: side-effecting calls were refused, or a "
         "hook or MCP server did not run because of what it runs from the work directory "
-        "(`refused_actions`), the plan was left unfinished (`unfinished`; on a shared board, an item the run still "
-        "holds), or a protected file "
-        "changed (a `protected.changed` event); the closing lines say which",
+        "(`refused_actions`), the plan was left unfinished (`unfinished`; on a shared board, "
+        "an item the run still holds), or a protected file changed (a `protected.changed` "
+        "event); the closing lines say which",
     ),
     (4, "`board claim`: nothing is claimable now (no ready item, or the one named is taken)"),
     (129, "hung up (SIGHUP): tools killed, trace closed"),
