@@ -548,7 +548,7 @@ def test_demo_in_a_pipe_is_labelled_plain_and_says_where_things_are(tmp_path: Pa
     assert "run done after" in out
     assert "(5/5 completed)" in out
 
-    tail = out.rstrip("\n").splitlines()[-4:]
+    tail = out.rstrip("\n").splitlines()[-5:]
     assert tail[0] == f"work directory: {workdir}"
     assert tail[1].startswith("trace: ")
     trace = Path(tail[1].removeprefix("trace: "))
@@ -561,11 +561,13 @@ def test_demo_in_a_pipe_is_labelled_plain_and_says_where_things_are(tmp_path: Pa
     me = f"{shlex.quote(sys.executable)} -P -m orchestrator"
     assert tail[2] == f"replay it:  {me} replay {shlex.quote(str(trace))}"
     assert tail[3] == f"diagram it: {me} diagram --trace {shlex.quote(str(trace))}"
+    assert tail[4] == f"picture it: {me} show {shlex.quote(str(trace))} --html"
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     assert events[-1]["event"] == "run.finished"
     assert events[-1]["status"] == "done"
 
-    # The two printed commands work as printed.
+    # The printed commands work as printed.
+    outputs = []
     for line in tail[2:]:
         ran = subprocess.run(
             shlex.split(line.split(":", 1)[1]),
@@ -575,7 +577,10 @@ def test_demo_in_a_pipe_is_labelled_plain_and_says_where_things_are(tmp_path: Pa
             check=False,
         )
         assert ran.returncode == 0, ran.stderr
-    assert "stateDiagram-v2" in ran.stdout
+        outputs.append(ran.stdout)
+    assert "stateDiagram-v2" in outputs[1]
+    page = Path(outputs[2].strip())
+    assert page.suffix == ".html" and page.read_text(encoding="utf-8").startswith("<!DOCTYPE")
 
 
 def test_demo_quiet_prints_only_the_answer_and_the_final_plan(tmp_path: Path) -> None:

@@ -234,4 +234,5 @@ def demo(
     say(f"\n[SCRIPTED scenario finished]\nwork directory: {root}\ntrace: {session.trace_path}")
     say(f"replay it:  {me} replay {shown}")
     say(f"diagram it: {me} diagram --trace {shown}")
+    say(f"picture it: {me} show {shown} --html")
     return code
