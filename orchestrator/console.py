@@ -40,6 +40,7 @@ from orchestrator.plan import (
     render_items,
 )
 from orchestrator.shorten import shorten_command
+from orchestrator.trace_file import escape_surrogates
 from orchestrator.transcript import format_duration, tool_verdict
 
 if TYPE_CHECKING:
@@ -342,7 +343,8 @@ class JsonView:
         return None  # the text arrives whole in model.response
 
     def __call__(self, event: Mapping[str, Any]) -> None:
-        self._stream.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        line = json.dumps(event, ensure_ascii=False, default=str)
+        self._stream.write(escape_surrogates(line) + "\n")  # stdout stays UTF-8
         self._stream.flush()
 
 

@@ -35,7 +35,12 @@ def json_utf8(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+        return escape_surrogates(text).encode("utf-8")
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON ``text`` with each lone surrogate as its JSON escape, so it can be written as UTF-8."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 KNOWN_EVENTS = frozenset(
