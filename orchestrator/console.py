@@ -129,6 +129,8 @@ class EventLines:
     def __init__(self, *, verbose: bool = False, turns: bool = False) -> None:
         self._turns = turns
         self._calls: dict[str, Mapping[str, Any]] = {}
+        #: A PreToolUse hook's ``updatedInput`` per call id: what ran instead of the model's.
+        self._updated: dict[str, Mapping[str, Any]] = {}
         self._head, self._tail = VERBOSE_PREVIEW_LINES if verbose else PREVIEW_LINES
         self._diff_head = max(self._head, DIFF_PREVIEW_HEAD)
         self._window_source = ""
@@ -138,13 +140,21 @@ class EventLines:
         if name == "tool.call":
             self._calls[str(event["id"])] = event
             return []
+        if name == "hook.updated_input":
+            self._updated[str(event["id"])] = event
+            return []
         if name == "tool.result":
             call = self._calls.pop(str(event["id"]), {})
-            args = describe_arguments(call.get("input", {}))
+            updated = self._updated.pop(str(event["id"]), None)
+            args = describe_arguments((updated or call).get("input", {}))
             ok, verdict = tool_verdict(event)
             duration = format_duration(event["duration_ms"])
             head = f"{'✓' if ok else '✗'} {event['name']} {args}  {duration}  {verdict}"
             out = [(head, "green" if ok else "red")]
+            if updated is not None:  # the line names what ran; the model's ask stays visible
+                asked = describe_arguments(call.get("input", {}))
+                note = f"    ↻ input from the PreToolUse hook `{updated.get('hook', '?')}`"
+                out.append((f"{note}; the model asked: {asked}", "yellow"))
             if event.get("diff"):
                 # Every change a file tool made is shown, so an edit nobody was asked about
                 # (--approval edits or auto) is still seen.
