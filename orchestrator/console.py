@@ -135,6 +135,34 @@ class EventLines:
         self._diff_head = max(self._head, DIFF_PREVIEW_HEAD)
         self._window_source = ""
 
+    def _result_lines(self, event: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """A call's one line (name, input, duration, verdict) and its output's preview."""
+        call = self._calls.pop(str(event["id"]), {})
+        updated = self._updated.pop(str(event["id"]), None)
+        args = describe_arguments((updated or call).get("input", {}))
+        ok, verdict = tool_verdict(event)
+        duration = format_duration(event["duration_ms"])
+        head = f"{'✓' if ok else '✗'} {event['name']} {args}  {duration}  {verdict}"
+        out = [(head, "green" if ok else "red")]
+        if updated is not None:  # the line names what ran; the model's ask stays visible
+            asked = describe_arguments(call.get("input", {}))
+            note = f"    ↻ input from the PreToolUse hook `{updated.get('hook', '?')}`"
+            out.append((f"{note}; the model asked: {asked}", "yellow"))
+        if event.get("diff"):
+            # Every change a file tool made is shown, so an edit nobody was asked about
+            # (--approval edits or auto) is still seen.
+            diff = output_preview(str(event["diff"]), head=self._diff_head, tail=self._tail)
+            out.extend(("    " + line, diff_colour(line) or "dim") for line in diff)
+            return out
+        if event["name"] in _NO_PREVIEW:
+            first_line = next(iter(str(event["output"]).splitlines()), "")
+            if not ok and first_line:
+                out.append(("    " + first_line, "red dim"))
+            return out
+        shown = output_preview(str(event["output"]), head=self._head, tail=self._tail)
+        out.extend(("    │ " + line, "dim" if ok else "red dim") for line in shown)
+        return out
+
     def lines(self, event: Mapping[str, Any]) -> list[tuple[str, str]]:
         name = event.get("event")
         if name == "tool.call":
@@ -144,31 +172,7 @@ class EventLines:
             self._updated[str(event["id"])] = event
             return []
         if name == "tool.result":
-            call = self._calls.pop(str(event["id"]), {})
-            updated = self._updated.pop(str(event["id"]), None)
-            args = describe_arguments((updated or call).get("input", {}))
-            ok, verdict = tool_verdict(event)
-            duration = format_duration(event["duration_ms"])
-            head = f"{'✓' if ok else '✗'} {event['name']} {args}  {duration}  {verdict}"
-            out = [(head, "green" if ok else "red")]
-            if updated is not None:  # the line names what ran; the model's ask stays visible
-                asked = describe_arguments(call.get("input", {}))
-                note = f"    ↻ input from the PreToolUse hook `{updated.get('hook', '?')}`"
-                out.append((f"{note}; the model asked: {asked}", "yellow"))
-            if event.get("diff"):
-                # Every change a file tool made is shown, so an edit nobody was asked about
-                # (--approval edits or auto) is still seen.
-                diff = output_preview(str(event["diff"]), head=self._diff_head, tail=self._tail)
-                out.extend(("    " + line, diff_colour(line) or "dim") for line in diff)
-                return out
-            if event["name"] in _NO_PREVIEW:
-                first_line = next(iter(str(event["output"]).splitlines()), "")
-                if not ok and first_line:
-                    out.append(("    " + first_line, "red dim"))
-                return out
-            shown = output_preview(str(event["output"]), head=self._head, tail=self._tail)
-            out.extend(("    │ " + line, "dim" if ok else "red dim") for line in shown)
-            return out
+            return self._result_lines(event)
         if name == "plan.updated" and event.get("explanation"):
             return [("✎ " + " ".join(str(event["explanation"]).split()), "italic")]
         if name == "audit.reminder":
