@@ -310,6 +310,27 @@ def test_a_killed_worker_s_item_is_finished_by_another_within_the_lease(
     assert "(board check: ok)" in team.text
 
 
+def _team_in_process(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``orchestrator team ARGS`` in this process: for what it refuses before any worker runs."""
+    from tests.in_process import run_cli
+
+    env = _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), TMPDIR=str(tmp_path))
+    return run_cli(["team", *args], env=env, cwd=tmp_path)
+
+
+@pytest.mark.parametrize("how", [["--resume"], ["--resume", "--board"]])
+def test_resuming_a_board_that_is_not_there_is_one_line_and_makes_none(
+    tmp_path: Path, how: list[str]
+) -> None:
+    repo = _repository(tmp_path / "repo", {"a.txt": "a\n"})
+    typo = tmp_path / "typo.db"
+    done = _team_in_process([*how, f"sqlite:///{typo}", "--workdir", str(repo)], tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and f"{typo}: no board there" in done.stderr
+    assert not typo.exists()
+    assert len(run_git(repo, "worktree", "list").stdout.splitlines()) == 1
+
+
 def test_a_second_team_on_a_board_another_team_works_is_refused(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     first = Running(

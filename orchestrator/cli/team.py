@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.cli.work import SCRIPTED_MODEL
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions
@@ -132,7 +133,8 @@ def team(
         raise InputError(f"--workdir {workdir}: no such directory")
     settings_of = {
         "approval": "auto",
-        "model": model,
+        # The scripted lead's header and trace say it is scripted (its workers' say so too).
+        "model": SCRIPTED_MODEL if scripted else model,
         "lease": lease_s,
         "price_per_mtok": prices,
         "protect": protect or None,

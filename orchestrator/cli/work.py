@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING
 import click
 
 from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.inert import inert
+
+#: The model name a ``--scripted`` worker's sessions run under (what ``demo`` uses too).
+SCRIPTED_MODEL = "scripted"
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions
@@ -136,7 +140,8 @@ def work(
         "board": url,
         "agent": agent,
         "approval": "auto",
-        "model": model,
+        # The offline worker's header and traces say so (as the demo's do), never a real name.
+        "model": SCRIPTED_MODEL if scripted else model,
         "lease": lease_s,
         "price_per_mtok": prices,
         "protect": protect or None,
@@ -178,6 +183,10 @@ def work(
         raise InputError(str(error)) from None
     stopped = ctx.obj
     result = worker.run(lambda: stopped.exit_code if stopped is not None else 130)
+    if not as_json:
+        # As ``run`` ends: where each session's trace is (``work.finished`` carries them too).
+        for trace in result.traces:
+            out.line(inert(f"trace: {trace}"))
     out.record(result.record(agent))
     return result.exit_code
 

@@ -251,7 +251,7 @@ def _the_team(plan: TeamPlan) -> _Team:
     from orchestrator.board.stores import sqlite_url
     from orchestrator.trace import new_run_id
 
-    owners = _unfinished_teams(plan.board) if plan.board is not None else {}
+    owners = _unfinished_teams(plan.board, resume=plan.resume) if plan.board is not None else {}
     if plan.resume and not owners:
         shown = plan.board or "(no --board)"
         raise TeamError(f"--resume {shown}: no unfinished team on that board to resume")
@@ -284,11 +284,16 @@ def _the_team(plan: TeamPlan) -> _Team:
     )
 
 
-def _unfinished_teams(url: str) -> dict[str, tuple[str, ...]]:
-    """Each team with unfinished items on the board, and their ids (the store's own reading)."""
-    from orchestrator.board.stores import open_store
+def _unfinished_teams(url: str, *, resume: bool = False) -> dict[str, tuple[str, ...]]:
+    """Each team with unfinished items on the board, and their ids (the store's own reading).
 
-    with open_store(url) as store:
+    A resume reads a board that must be there (a mistyped URL is
+    :class:`~orchestrator.board.store.NoBoard`, and nothing is made); a new team's
+    ``--board`` may name a new one.
+    """
+    from orchestrator.board.stores import open_existing, open_store
+
+    with open_existing(url) if resume else open_store(url) as store:
         return store.teams()
 
 

@@ -239,10 +239,14 @@ class Worker:
         self._branches_before: frozenset[str] = frozenset()
 
     def _open(self) -> SqlBoardStore:
-        """A connection of its own (the heartbeat's, each session's)."""
-        from orchestrator.board.stores import open_store
+        """A connection of its own (the heartbeat's, each session's), to a board that is there.
 
-        return open_store(self.plan.board)
+        Never a new one: a mistyped URL is :class:`~orchestrator.board.store.NoBoard` (one
+        line naming it), not an empty board the worker would call done.
+        """
+        from orchestrator.board.stores import open_existing
+
+        return open_existing(self.plan.board)
 
     # -- the loop -------------------------------------------------------------------------------
 
