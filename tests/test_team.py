@@ -118,6 +118,9 @@ def test_the_scripted_team_builds_work_on_work_and_merges_it_back(tmp_path: Path
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "[SCRIPTED team demo" in done.stdout
+    # The lead's and every item session's header say the model is scripted, never a real one.
+    headers = [x for x in done.stdout.splitlines() if "│ orchestrator: model " in x]
+    assert len(headers) == 6 and all("│ orchestrator: model scripted ·" in x for x in headers)
     team = re.search(r"^team (\w+):$", done.stdout, re.MULTILINE)
     assert team is not None
     url = _board_of(done.stdout)

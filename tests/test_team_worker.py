@@ -367,3 +367,33 @@ def test_a_scripted_worker_says_it_is_scripted_and_ends_naming_its_traces(
         assert first["event"] == "run.started" and first["settings"]["model"] == "scripted"
     assert lines[-1] == "work: done (exit 0)"
     assert lines.index(f"trace: {traces[-1]}") == len(lines) - 2
+
+
+def test_items_waiting_on_a_cancelled_item_are_named_and_the_worker_is_unfinished(
+    tmp_path: Path,
+) -> None:
+    items = (
+        ("Write notes/gone.md", ()),
+        ("Write notes/after.md once gone.md is there", ("1",)),
+        ("Write notes/last.md after that", ("2",)),
+        ("Write notes/free.md", ()),
+    )
+    url = _board(tmp_path / "board.db", items)
+    with open_store(url) as store:
+        store.cancel("1", agent="person")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    done = _work([url, "--agent", "me", "--workdir", str(plain), "--scripted"], tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("work: unfinished: "), last
+    assert "#2 waits on #1, which is cancelled" in last, last
+    assert "#3 waits on #2, which can never start" in last, last
+    assert "#4" not in last and last.endswith("(exit 3)"), last
+    # What it could do, it did; what can never start is left as it was.
+    assert _statuses(url) == {
+        "1": ("cancelled", None),
+        "2": ("pending", None),
+        "3": ("pending", None),
+        "4": ("completed", "me"),
+    }
