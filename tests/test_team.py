@@ -297,13 +297,25 @@ def test_a_killed_worker_s_item_is_finished_by_another_within_the_lease(
     assert isinstance(pid, re.Match)
     claimed = team.wait_for(team.line_matching(r"worker-2 │ claimed #(\d+)"))
     assert isinstance(claimed, re.Match)
+    # Killed once its session has a trace and a round (the write comes after the model's
+    # first answer), and before its paced second turn completes the item.
+    team.wait_for(team.line_matching(r"worker-2 │ ✓ write_file notes/"))
     os.kill(int(pid[1]), signal.SIGKILL)
     code = team.finish()
     assert code == 0, team.text
-    assert re.search(r"/worker-2 +killed: SIGKILL", team.text), team.text
+    item = claimed[1]
+    # Its closing line is told from the records the team saw: the item it held, its rounds,
+    # and the trace of the session it started, which is there and replays.
+    line = re.search(r"/worker-2 +killed: SIGKILL (.*)$", team.text, re.MULTILINE)
+    assert line is not None, team.text
+    assert line[1].startswith(f"while it held #{item}, which the board gives back"), line[0]
+    rounds = re.search(r" · (\d+) rounds · ([\d,]+) tokens", line[0])
+    assert rounds is not None and int(rounds[1]) >= 1 and rounds[2] != "0", line[0]
+    traces = re.findall(r"^trace: \w+/worker-2: (.+)$", team.text, re.MULTILINE)
+    assert traces and Path(traces[-1]).is_file(), team.text
+    assert f"item-{item}-" in traces[-1]
     url = _board_of(team.text)
     entries = _log(url, tmp_path)
-    item = claimed[1]
     moves = [(e["trigger"], str(e["agent"])) for e in entries if e["item"] == item]
     # Its lease ran out, and the other worker claimed it again and completed it.
     assert moves[-3:][0][0] == "expire", moves
@@ -656,3 +668,36 @@ def test_a_worker_that_moves_the_team_s_branches_has_nothing_merged(
     if sandbox == "workdir" or "2" in refused:
         assert f"HEAD names branch team/{team}/integration" in refused["2"], out
         assert re.search(r"^! worktree left: .*HEAD names branch", out, re.M), out
+
+
+def test_a_killed_worker_that_held_no_item_is_said_to_have_held_none() -> None:
+    """Its last item ended before it died: its closing line says it held none, and still lists
+    the trace it started, its rounds and tokens, and where it kept earlier commits."""
+    from orchestrator.harness_git import GitPlace
+    from orchestrator.team.lead import _Child, _follow, _report_of
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    process.wait(TIMEOUT)
+    place = GitPlace(Path("/nowhere"), Path("/nowhere/.git"))
+    child = _Child("t/worker-1", "worker-1", place, "team/t/worker-1", process)
+    records = [
+        {"event": "work.claimed", "item": "1", "text": "Write notes/a.md"},
+        {"event": "work.caught_up", "item": "1", "branch": "b", "tip": "1", "kept": "t/kept/w"},
+        {"event": "work.session", "agent": "t/worker-1", "item": "1", "trace": "/t/w-1.jsonl"},
+        {"event": "work.item", "item": "1", "outcome": "completed"},
+    ]
+    for record in records:
+        _follow(child, record)
+    usage = {"input_tokens": 100, "output_tokens": 20}
+    child.totals({"event": "model.response", "usage": usage, "model": "scripted"})
+    report = _report_of(child)
+    assert report.status == "killed"
+    assert report.reason == "SIGKILL; it held no item; earlier commits kept on t/kept/w"
+    assert (report.rounds, report.tokens, report.traces) == (1, 120, ("/t/w-1.jsonl",))
+    # Claimed again and killed while holding it: that item is named.
+    _follow(child, {"event": "work.claimed", "item": "2", "text": "Write notes/b.md"})
+    assert _report_of(child).reason.startswith("SIGKILL while it held #2, ")

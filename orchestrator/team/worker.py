@@ -480,6 +480,24 @@ class Worker:
             trace = plan.trace_dir / f"{stem}-{tries}.jsonl"
         session: Session | None = None
         board: _ItemBoard | None = None
+        told: list[Path] = []
+
+        def header(text: str) -> None:
+            # The session's header comes once its trace is open: the trace is told first, so
+            # a reader of the records (``team``) has it even if this process dies next.
+            opened = session.trace_path if session is not None else None
+            if opened is not None and not told:
+                told.append(opened)
+                self.out.record(
+                    {
+                        "event": "work.session",
+                        "agent": plan.agent,
+                        "item": item.id,
+                        "trace": str(opened),
+                    }
+                )
+            self.out.line(text)
+
         try:
             options = plan.options(trace)
             board = _ItemBoard(self._open(), plan.agent, lease=plan.lease, land=self._land)
@@ -490,7 +508,7 @@ class Worker:
                 view=self.out.view(),
                 say=self.out.line,
                 notice=self.out.line,
-                header=self.out.line,
+                header=header,
                 interactive=False,
                 extra_sinks=(self._watch,),
             )
