@@ -44,6 +44,14 @@ def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedP
     )
 
 
+def _team_in_process(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``orchestrator team ARGS`` in this process: for what it refuses before any worker runs."""
+    from tests.in_process import run_cli
+
+    env = _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), TMPDIR=str(tmp_path))
+    return run_cli(["team", *args], env=env, cwd=tmp_path)
+
+
 class Running:
     """A CLI process whose output is read line by line as it comes (for signals mid-run)."""
 
@@ -190,6 +198,42 @@ def test_the_scripted_demo_will_not_write_into_a_folder_with_files(tmp_path: Pat
     assert sorted(p.name for p in busy.iterdir()) == ["keep.txt"]
 
 
+@pytest.mark.parametrize("marked", [None, "0" * 40])
+def test_the_scripted_demo_never_runs_in_a_user_s_repository(
+    tmp_path: Path, marked: str | None
+) -> None:
+    """A repository with the user's files (whatever its config claims, unless it names the
+    repository's own first commit as only the demo's setup does) is refused in one line,
+    before a board, a branch or a note is made."""
+    repo = _repository(tmp_path / "repo", {"mine.py": "print('mine')\n"})
+    if marked is not None:
+        run_git(repo, "config", "--local", "orchestrator.teamdemo", marked)
+    head = run_git(repo, "rev-parse", "HEAD").stdout
+    board = tmp_path / "new.db"
+    for extra in ([], ["--board", f"sqlite:///{board}"]):
+        done = _team_in_process(["--scripted", "--workdir", str(repo), *extra], tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "not a repository the scripted demo set up" in done.stderr
+        assert "new or empty folder" in done.stderr
+    assert run_git(repo, "rev-parse", "HEAD").stdout == head
+    assert run_git(repo, "branch", "--format=%(refname:short)").stdout.split() == ["main"]
+    assert sorted(p.name for p in repo.iterdir()) == [".git", "mine.py"]
+    assert not board.exists()
+
+
+def test_only_the_repository_the_demo_set_up_is_marked_as_the_demo_s(tmp_path: Path) -> None:
+    from orchestrator.team.scripted import made_by_demo, prepare_scripted_repository
+
+    demo = tmp_path / "demo"
+    prepare_scripted_repository(demo)
+    assert made_by_demo(demo)
+    # The mark is the repository's own config: a clone of it, or a tree copied, has none.
+    subprocess.run(["git", "clone", "-q", str(demo), "clone"], cwd=tmp_path, check=True)
+    assert not made_by_demo(tmp_path / "clone")
+    assert not made_by_demo(tmp_path / "nowhere")
+
+
 def test_a_lead_that_fails_ends_the_team_before_any_worker_starts(tmp_path: Path) -> None:
     from orchestrator.script import parse_script
     from orchestrator.testing import MessagesServer
@@ -323,14 +367,6 @@ def test_a_killed_worker_s_item_is_finished_by_another_within_the_lease(
     assert moves[-1][0] == "complete" and moves[-1][1].endswith("/worker-1"), moves
     assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
     assert "(board check: ok)" in team.text
-
-
-def _team_in_process(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """``orchestrator team ARGS`` in this process: for what it refuses before any worker runs."""
-    from tests.in_process import run_cli
-
-    env = _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), TMPDIR=str(tmp_path))
-    return run_cli(["team", *args], env=env, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("how", [["--resume"], ["--resume", "--board"]])

@@ -128,7 +128,8 @@ def team(
     lease_s = setting_flag("lease", lease, "--lease")
     prices = setting_flag("price_per_mtok", price_per_mtok, "--price-per-mtok")
     workdir = workdir.resolve()
-    fresh_demo = scripted and not resume and not (workdir / ".git").exists()
+    # The demo sets up its own repository and merges its notes there: never a user's.
+    fresh_demo = scripted and _demo_sets_up(workdir) and not resume
     if not fresh_demo and not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
     settings_of = {
@@ -218,6 +219,29 @@ def _task_and_board(
     if task is None and not scripted and board is None:
         raise InputError("give the TASK the team works on (or --scripted for the offline demo)")
     return task, board
+
+
+def _demo_sets_up(workdir: Path) -> bool:
+    """For ``--scripted``: whether the demo makes its repository in ``workdir`` (new or empty).
+
+    False for a repository the demo made before (it runs there again); InputError for any
+    other folder, a user's repository above all: the demo would merge its notes into it.
+    """
+    from orchestrator.team.scripted import made_by_demo
+
+    if made_by_demo(workdir):
+        return False
+    try:
+        empty = not workdir.exists() or (workdir.is_dir() and not any(workdir.iterdir()))
+    except OSError as error:
+        raise InputError(f"--workdir {workdir}: {error.strerror}") from None
+    if empty:
+        return True
+    raise InputError(
+        f"--workdir {workdir}: not empty, and not a repository the scripted demo set up; "
+        "--scripted makes its own small repository, so give a new or empty folder "
+        "(--workdir /tmp/team-demo)"
+    )
 
 
 def _live_view(url: str, agents: Sequence[str]) -> TeamBoardView:
