@@ -62,7 +62,8 @@ MAX_WORKERS = 16
     "--scripted",
     is_flag=True,
     help="The offline team demo, SCRIPTED (no key): it sets up a small repository in the work "
-    "directory, which must be new or empty.",
+    "directory, which must be new or empty (or one the demo set up before; never a repository "
+    "of yours).",
 )
 @click.option(
     "--pace",

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 @click.option(
     "--scripted",
     is_flag=True,
-    help="The offline worker, SCRIPTED (no key): for each item it writes the file the item's "
-    "text names (Write notes/x.md … → notes/x.md) and completes it.",
+    help="The offline worker, SCRIPTED (no key; its model is named 'scripted'): for each item "
+    "it writes the file the item's text names (Write notes/x.md … → notes/x.md) and completes "
+    "it.",
 )
 @click.option(
     "--pace",
@@ -107,10 +108,12 @@ def work(
     git dir is refused, and nothing is committed once HEAD names another branch. The same
     command on two machines against one PostgreSQL board is a team across machines. An item
     a session ends without completing is given back to the board, never counted as done.
-    Exit 0 when the board has nothing left for it and every item it took is completed, 1
-    when a session failed, 2 bad input, 3 when an item's work was refused or an item it took
-    was given back unfinished, 130/143 when stopped (its work committed, its item given
-    back).
+    The board must be there already (a URL that names none is exit 2; `board add` starts
+    one). It ends naming each session's trace. Exit 0 when the board has nothing left for it
+    and every item it took is completed, 1 when a session failed, 2 bad input, 3 when an
+    item's work was refused, an item it took was given back unfinished, or items are left
+    that can never start (they wait on a cancelled item), 130/143 when stopped (its work
+    committed, its item given back).
     """
     from orchestrator.agent import SettingsError, anthropic_model, load_options
     from orchestrator.board.inputs import agent_problem

@@ -691,7 +691,9 @@ class Worker:
                 self._give_back(item, f"{result.why}; {kept}")
                 result = attrs.evolve(result, commit=commit)
             self._outcomes.append(result)
-            self.out.record({"event": "work.item", **attrs.asdict(result)})
+            self.out.record(
+                {"event": "work.item", **attrs.asdict(result), "merged": self._merged(item)}
+            )
 
     def _stop_now(self, why: str = "stopped by a signal") -> None:
         """A stop outside a session (waiting, claiming, catching up): held items go back."""
