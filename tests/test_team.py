@@ -526,11 +526,15 @@ def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
 
 
 def test_a_planted_orchestrator_py_never_runs_in_a_worker(tmp_path: Path) -> None:
+    from orchestrator.team.scripted import FILES, prepare_scripted_repository
+
     # A model's ``orchestrator.py`` in the work directory, run from there as a person would:
     # the worker processes the team starts import the real package, never that file.
     marker = tmp_path / "planted-ran"
     planted = f"open({str(marker)!r}, 'w').write('ran')\n"
-    work = _repository(tmp_path / "repo", {"README.md": "# r\n", "orchestrator.py": planted})
+    # The demo's own repository (the scripted team runs in no other), with the file planted.
+    work = tmp_path / "repo"
+    prepare_scripted_repository(work, {**FILES, "orchestrator.py": planted})
     done = subprocess.run(
         [sys.executable, "-P", "-m", "orchestrator", "team", "--scripted", "--workers", "1"],
         env=_environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state")),
