@@ -630,28 +630,21 @@ IMAGE_SUFFIXES = (".svg", ".png")
 
 def render_image(dot_source: str, path: Path) -> None:
     """Render dot source to ``path`` (.svg or .png) with the ``dot`` program."""
-    program = shutil.which("dot")
-    if program is None:
-        raise DiagramError(f"{path}: {DOT_PROGRAM_MISSING}")
-    done = subprocess.run(
-        [program, f"-T{path.suffix.lstrip('.')}", "-o", str(path)],
-        input=dot_source.encode("utf-8"),
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    if done.returncode != 0:
-        first = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[0]
-        raise DiagramError(f"{path}: dot failed: {first}")
+    _dot(dot_source, [f"-T{path.suffix.lstrip('.')}", "-o", str(path)], f"{path}: ")
 
 
 def render_svg(dot_source: str) -> str:
     """Dot source drawn as SVG text by the ``dot`` program (:class:`DiagramError` without it)."""
+    return _dot(dot_source, ["-Tsvg"], "").decode("utf-8", "replace")
+
+
+def _dot(dot_source: str, arguments: list[str], where: str) -> bytes:
+    """What ``dot ARGUMENTS`` prints for ``dot_source``; its first complaint as DiagramError."""
     program = shutil.which("dot")
     if program is None:
-        raise DiagramError(DOT_PROGRAM_MISSING)
+        raise DiagramError(f"{where}{DOT_PROGRAM_MISSING}")
     done = subprocess.run(
-        [program, "-Tsvg"],
+        [program, *arguments],
         input=dot_source.encode("utf-8"),
         capture_output=True,
         check=False,
@@ -659,8 +652,8 @@ def render_svg(dot_source: str) -> str:
     )
     if done.returncode != 0:
         first = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[0]
-        raise DiagramError(f"dot failed: {first}")
-    return done.stdout.decode("utf-8", "replace")
+        raise DiagramError(f"{where}dot failed: {first}")
+    return done.stdout
 
 
 _SUFFIXES = {"mermaid": ".mmd", "dot": ".dot"}

@@ -119,6 +119,12 @@ class SessionLock:
         os.write(handle, f"{os.getpid()}\n".encode())
         self._handle = handle
 
+    def fileno(self) -> int:
+        """The held lock's descriptor (a child given it holds the lock until it ends too)."""
+        if self._handle is None:
+            raise SessionError(f"{self.path.name} is not held")
+        return self._handle
+
     def release(self) -> None:
         if self._handle is None:
             return

@@ -28,6 +28,7 @@ from orchestrator.board.store import (
     NothingClaimable,
     SqlBoardStore,
     StoreError,
+    TeamBusy,
     item_teams,
 )
 from orchestrator.board.stores import BoardUrlError, open_store, parse_url, sqlite_url
@@ -545,6 +546,33 @@ def test_items_belong_to_the_team_that_added_or_started_them(board_url: str) -> 
         store.complete("4", agent="A/worker-1")
         assert store.teams() == {"A": ("1",), "B": ("3",)}
         assert item_teams(store.log()) == {"1": "A", "3": "B", "4": "A"}
+
+
+def test_a_team_holds_its_board_from_the_start_until_it_lets_go_or_dies(board_url: str) -> None:
+    clock = Clock()
+    with open_store(board_url, clock=clock) as store, open_store(board_url, clock=clock) as other:
+        store.hold_for_team("A", lease=30)
+        # Team A has planned nothing yet: its hold alone keeps team B away.
+        with pytest.raises(TeamBusy, match="team A is planning") as busy:
+            other.hold_for_team("B", lease=30)
+        assert (busy.value.team, busy.value.items) == ("A", ())
+        clock.now += 20
+        store.hold_for_team("A", lease=30)  # renewed: 30 s from now
+        clock.now += 20
+        with pytest.raises(TeamBusy):
+            other.hold_for_team("B", lease=30)
+        store.add("planned by A", agent="A/lead")
+        store.let_go_for_team("A")
+        # Let go, but its unfinished item still belongs to it.
+        with pytest.raises(TeamBusy, match="items #1 belong to team A") as busy:
+            other.hold_for_team("B", lease=30)
+        assert busy.value.items == ("1",)
+        store.cancel("1", agent=person("me"))
+        other.hold_for_team("B", lease=30)
+        # A lead that dies stops renewing: its hold runs out by itself.
+        clock.now += 31
+        store.hold_for_team("A", lease=30)
+        assert store.teams() == {}
 
 
 def test_a_checked_item_completes_after_a_passing_run_since_its_last_start(

@@ -403,6 +403,74 @@ def test_a_second_team_on_a_board_another_team_works_is_refused(tmp_path: Path) 
     assert {str(e["agent"]).split("/")[0] for e in entries if e["agent"]} == {name[1]}
 
 
+def test_a_team_is_refused_while_another_is_still_planning_on_the_board(tmp_path: Path) -> None:
+    from orchestrator.board.stores import open_store
+    from tests.in_process import run_cli
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    # Another team's lead (on this machine or another) holds the board but has planned
+    # nothing yet: no item says whose the board is.
+    with open_store(url) as store:
+        store.hold_for_team("feedface", lease=600)
+    env = _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"))
+    second = run_cli(
+        ["team", "--scripted", "--board", url, "--workdir", tmp_path / "b"], env=env, cwd=tmp_path
+    )
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert second.stderr.count("\n") == 1, second.stderr
+    assert "team feedface is starting on it" in second.stderr
+    assert not (tmp_path / "b").exists()  # refused before the demo wrote anything
+    assert not any((tmp_path / "state" / "team").glob("*/team.json"))
+    with open_store(url) as store:
+        assert store.items() == ()
+
+
+def test_a_killed_lead_takes_its_workers_with_it_and_a_resume_finishes(tmp_path: Path) -> None:
+    work = tmp_path / "repo"
+    args = ["team", "--scripted", "--workers", "2", "--pace", "0.3", "--lease", "2"]
+    team = Running([*args, "--workdir", str(work)], tmp_path)
+    pids = [team.wait_for(team.line_matching(rf"/worker-{n}: pid (\d+) ")) for n in (1, 2)]
+    team.wait_for(team.line_matching(r"│ claimed #"))
+    team.process.kill()  # SIGKILL: the lead cannot pass anything on
+    team.finish()
+    for found in pids:
+        assert isinstance(found, re.Match)
+        _wait_gone(int(found[1]))  # each worker stopped when its lead died
+    url = f"sqlite:///{next((tmp_path / 'state' / 'team').glob('*/board.db'))}"
+    resumed = _cli(["team", "--resume", url, "--workdir", str(work)], tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
+    assert "(board check: ok)" in resumed.stdout
+    # A team whose items are all done but which never merged them (its lead killed in
+    # between) is still a team to resume: its record says it did not end.
+    record = next((tmp_path / "state" / "team").glob("*/team.json"))
+    data = json.loads(record.read_text(encoding="utf-8"))
+    assert data["finished"] is True
+    record.write_text(json.dumps({**data, "finished": False}), encoding="utf-8")
+    run_git(work, "reset", "-q", "--hard", data["start"])
+    assert not (work / "notes").exists()
+    again = _cli(["team", "--resume", url, "--workdir", str(work)], tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resuming team {data['id']}" in again.stdout
+    assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
+    nothing = _cli(["team", "--resume", url, "--workdir", str(work)], tmp_path)
+    assert nothing.returncode == 2 and "no unfinished team" in nothing.stderr, nothing.stderr
+
+
+def _wait_gone(pid: int) -> None:
+    """Until ``pid`` has ended (a zombie nobody reaps counts as ended)."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+        except OSError:
+            return
+        if re.search(r"^State:\s+Z", status, re.MULTILINE):
+            return
+        time.sleep(0.05)
+    pytest.fail(f"worker {pid} outlived its lead")
+
+
 def test_two_teams_at_once_share_one_store_each_on_its_own_board(tmp_path: Path) -> None:
     store = tmp_path / "shared.db"
     teams = [
@@ -741,3 +809,27 @@ def test_a_killed_worker_that_held_no_item_is_said_to_have_held_none() -> None:
     # Claimed again and killed while holding it: that item is named.
     _follow(child, {"event": "work.claimed", "item": "2", "text": "Write notes/b.md"})
     assert _report_of(child).reason.startswith("SIGKILL while it held #2, ")
+
+
+def test_team_items_completed_outside_the_team_are_named_not_counted_as_merged(
+    tmp_path: Path,
+) -> None:
+    from orchestrator.board.stores import open_store
+    from orchestrator.team.lead import _board_verdict
+
+    url = f"sqlite:///{tmp_path / 'board.db'}"
+    with open_store(url) as store:
+        for text in ("one", "two", "three"):
+            store.add(text, agent="T1/lead")
+        store.claim("T1/worker-1", item_id="1")
+        store.complete("1", agent="T1/worker-1")
+        # Someone else's `orchestrator work` on the same board: its work is in its own
+        # folder, never on the team's integration branch.
+        store.claim("bob", item_id="2")
+        store.complete("2", agent="bob")
+        store.claim("T2/worker-1", item_id="3")
+        store.complete("3", agent="T2/worker-1")
+    verdict = _board_verdict(url, "T1")
+    assert verdict.check == "ok"
+    assert verdict.unfinished == ()
+    assert verdict.outsiders == (("2", "bob"), ("3", "T2/worker-1"))

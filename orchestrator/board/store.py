@@ -62,6 +62,8 @@ LOG_TRIGGERS = frozenset(
 #: The marks a log line may carry (:attr:`LogEntry.flag`).
 LOG_FLAGS = frozenset({"skip_check", "force"})
 _FINAL = frozenset({Status.COMPLETED, Status.CANCELLED})
+#: A team's hold on a board is the meta row ``team:ID`` (:meth:`SqlBoardStore.hold_for_team`).
+_TEAM_KEY = "team:"
 _STATUSES = {str(status): status for status in Status}
 
 
@@ -84,6 +86,18 @@ class NothingClaimable(BoardError):
 
 class UnknownBlocker(BoardError):
     """An item would wait on an id that is not on the board; ``item_id`` is that id."""
+
+
+class TeamBusy(BoardError):
+    """Another team works this board: ``team`` is its id, ``items`` its unfinished items.
+
+    No items means it is still planning: it holds the board by a lease its lead renews.
+    """
+
+    def __init__(self, message: str, team: str, items: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.team = team
+        self.items = items
 
 
 class StoreError(BoardError):
@@ -952,14 +966,39 @@ class SqlBoardStore:
 
     def teams(self) -> dict[str, tuple[str, ...]]:
         """Each team with unfinished items here, and their ids (see :func:`item_teams`)."""
-        items, entries = self.snapshot()
-        owners = item_teams(entries)
-        found: dict[str, list[str]] = {}
-        for item in items:
-            team = owners.get(item.id)
-            if team is not None and item.status not in _FINAL:
-                found.setdefault(team, []).append(item.id)
-        return {team: tuple(ids) for team, ids in found.items()}
+        with self._transaction() as tx:
+            return _unfinished_by_team(tx)
+
+    def hold_for_team(self, team: str, *, lease: float) -> None:
+        """Take (or renew) the board for ``team`` until ``lease`` seconds from now.
+
+        One transaction: refused (:class:`TeamBusy`) while another team has unfinished items
+        here or holds the board itself (a team still planning has no items yet), so two
+        teams started at once on one board never both run. A team's hold is a row of the
+        board's meta table (``team:ID``, the second it runs out); a dead lead's runs out by
+        itself, and then its unfinished items are what keep other teams away.
+        """
+        _refuse(lease_problem(lease))
+        with self._transaction() as tx:
+            for other, items in _unfinished_by_team(tx).items():
+                if other != team:
+                    names = ", ".join(f"#{item}" for item in items[:8])
+                    raise TeamBusy(f"items {names} belong to team {other}", other, items)
+            key = _TEAM_KEY + team
+            for held, until in tx.query(
+                "SELECT key, value FROM {meta} WHERE key LIKE ?", _TEAM_KEY + "%"
+            ):
+                if held != key and isinstance(until, int | float) and until > tx.now:
+                    other = str(held).removeprefix(_TEAM_KEY)
+                    raise TeamBusy(f"team {other} is planning on it", other, ())
+            until = math.ceil(tx.now + lease)
+            tx.run("DELETE FROM {meta} WHERE key = ?", key)
+            tx.run("INSERT INTO {meta} (key, value) VALUES (?, ?)", key, until)
+
+    def let_go_for_team(self, team: str) -> None:
+        """Give up ``team``'s hold on the board (its unfinished items still keep it)."""
+        with self._transaction(expire=False) as tx:
+            tx.run("DELETE FROM {meta} WHERE key = ?", _TEAM_KEY + team)
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -1226,6 +1265,16 @@ def item_teams(entries: Sequence[LogEntry] | Iterator[LogEntry]) -> dict[str, st
         if owner is not None:
             found[item] = owner
     return found
+
+
+def _unfinished_by_team(tx: _Transaction) -> dict[str, tuple[str, ...]]:
+    owners = item_teams(_all_entries(tx))
+    found: dict[str, list[str]] = {}
+    for item in _all_items(tx):
+        team = owners.get(item.id)
+        if team is not None and item.status not in _FINAL:
+            found.setdefault(team, []).append(item.id)
+    return {team: tuple(ids) for team, ids in found.items()}
 
 
 def _checks(tx: _Transaction) -> dict[str, tuple[str, str | None]]:

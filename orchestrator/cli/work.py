@@ -121,10 +121,12 @@ def work(
     from orchestrator.board.stores import BoardUrlError, is_store_url
     from orchestrator.cli._common import setting_flag
     from orchestrator.harness_git import GitError
+    from orchestrator.team._lifeline import follow_lead
     from orchestrator.team.integration import TeamError
     from orchestrator.team.scripted import ScriptedItem
     from orchestrator.team.worker import Worker, WorkOutput, WorkPlan
 
+    follow_lead()  # a worker of ``team`` stops when its lead dies (SIGKILL included)
     if not is_store_url(url):
         raise InputError(f"{url}: not a board store; give sqlite:///PATH or postgresql://…")
     if (problem := agent_problem(agent)) is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,12 +40,13 @@ import attrs
 from orchestrator.harness_git import GitError, GitPlace, run_git
 from orchestrator.inert import inert
 from orchestrator.pricing import UsageTotals
-from orchestrator.team import integration
+from orchestrator.team import _lifeline, integration
 from orchestrator.team.integration import TeamError
 from orchestrator.tools.protected import ProtectGlobs
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions, Session
+    from orchestrator.board.store import TeamBusy
     from orchestrator.console import EventLines, View
     from orchestrator.protocols import Model
     from orchestrator.team.view import TeamBoardView
@@ -205,6 +207,8 @@ class _Team:
     start: str = ""
     #: The latest tip of the integration branch known to be all the harness's merges.
     verified: str = ""
+    #: The team ran to its end (not stopped, its lead not killed): nothing left to resume.
+    finished: bool = False
     fresh: bool = attrs.field(default=True, eq=False)
 
     @property
@@ -224,24 +228,85 @@ def run_team(plan: TeamPlan) -> TeamResult:
     from orchestrator.sessions import SessionError, SessionLock
 
     team = _the_team(plan)
-    if plan.prepare is not None:
-        plan.prepare()
-    integration.require_clean_repository(plan.workdir)
     team.folder.mkdir(parents=True, exist_ok=True)
     lock = SessionLock(team.folder / "team")
     try:
         lock.take()
     except SessionError:
         raise TeamError(_running(team, _holder(team) or "?")) from None
+    saved = False
     try:
-        team.save()
-        workers = plan.workers or team.workers
-        agents = ["lead", *(f"worker-{n}" for n in range(1, workers + 1))]
-        live = plan.live(team.board, agents) if plan.live is not None else None
-        with live.shown() if live is not None else nullcontext():
-            return _Run(plan, team, workers, live).run()
+        # Held before anything is written to the work directory: of two teams started at
+        # once on one board, the second is refused here, whatever either has planned yet.
+        with _BoardHold(team, plan.lease):
+            if plan.prepare is not None:
+                plan.prepare()
+            integration.require_clean_repository(plan.workdir)
+            team.save()
+            saved = True
+            workers = plan.workers or team.workers
+            agents = ["lead", *(f"worker-{n}" for n in range(1, workers + 1))]
+            live = plan.live(team.board, agents) if plan.live is not None else None
+            with live.shown() if live is not None else nullcontext():
+                return _Run(plan, team, workers, live, lock.fileno()).run()
     finally:
         lock.release()
+        if team.fresh and not saved:
+            # A team refused before it began leaves no folder (nor a board it made there).
+            shutil.rmtree(team.folder, ignore_errors=True)
+
+
+class _BoardHold:
+    """The team's hold on its board, renewed every third of the lease while the team runs.
+
+    Taken at the start (:meth:`SqlBoardStore.hold_for_team`, one transaction), so a second
+    team is refused even while this one's lead is still planning and the board has no items
+    of its; given up at the end. A lead that dies stops renewing, and the hold runs out.
+    """
+
+    def __init__(self, team: _Team, lease: float) -> None:
+        self._team, self._lease = team, lease
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name="team-hold", daemon=True)
+
+    def __enter__(self) -> None:
+        from orchestrator.board.store import TeamBusy
+        from orchestrator.board.stores import open_store
+
+        team = self._team
+        with open_store(team.board) as store:
+            try:
+                store.hold_for_team(team.id, lease=self._lease)
+            except TeamBusy as busy:
+                raise TeamError(_busy(team.board, busy)) from None
+        self._thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        from orchestrator.board.store import BoardError
+        from orchestrator.board.stores import open_store
+
+        self._done.set()
+        self._thread.join()
+        with suppress(BoardError), open_store(self._team.board) as store:
+            store.let_go_for_team(self._team.id)
+
+    def _renew(self) -> None:
+        from orchestrator.board.store import BoardError
+        from orchestrator.board.stores import open_store
+
+        while not self._done.wait(self._lease / 3):
+            # A failed renewal (the database away a moment) is tried again next time; the
+            # team's items keep other teams away meanwhile once there are any.
+            with suppress(BoardError), open_store(self._team.board) as store:
+                store.hold_for_team(self._team.id, lease=self._lease)
+
+
+def _busy(board: str, busy: TeamBusy) -> str:
+    own = "give this team its own board (another file, or ?board=NAME in a PostgreSQL URL)"
+    if busy.items:
+        names = ", ".join(f"#{item}" for item in busy.items[:8])
+        return f"{board}: items {names} belong to team {busy.team}, unfinished; {own}"
+    return f"{board}: team {busy.team} is starting on it (its lead is planning); wait, or {own}"
 
 
 # --- which team: a new one, or the unfinished one on this board ------------------------------
@@ -253,13 +318,17 @@ def _the_team(plan: TeamPlan) -> _Team:
     from orchestrator.trace import new_run_id
 
     owners = _unfinished_teams(plan.board, resume=plan.resume) if plan.board is not None else {}
+    if plan.resume and not owners and plan.board is not None:
+        # Every item done, but the team never ended (its lead was killed before the merge):
+        # its record says so, and a resume merges what its workers did.
+        owners = {record.id: () for record in _unended(plan.base, plan.board, plan.workdir)}
     if plan.resume and not owners:
         shown = plan.board or "(no --board)"
         raise TeamError(f"--resume {shown}: no unfinished team on that board to resume")
     if owners:
         found, items = next(iter(owners.items()))
         record = _load(plan.base / found)
-        names = ", ".join(f"#{item}" for item in items[:8])
+        names = ", ".join(f"#{item}" for item in items[:8]) or "(all done, not merged)"
         if record is None:
             raise TeamError(
                 f"{plan.board}: items {names} belong to team {found}, unfinished, which did "
@@ -298,6 +367,21 @@ def _unfinished_teams(url: str, *, resume: bool = False) -> dict[str, tuple[str,
         return store.teams()
 
 
+def _unended(base: Path, board: str, workdir: Path) -> list[_Team]:
+    """The teams recorded here on ``board`` for ``workdir`` that never ran to their end."""
+    try:
+        folders = sorted(base.iterdir())
+    except OSError:
+        return []
+    found = (_load(folder) for folder in folders if (folder / _RECORD).is_file())
+    where = str(workdir.resolve())
+    return [
+        team
+        for team in found
+        if team is not None and team.board == board and team.workdir == where and not team.finished
+    ]
+
+
 def _load(folder: Path) -> _Team | None:
     try:
         data = json.loads((folder / _RECORD).read_text(encoding="utf-8"))
@@ -311,6 +395,7 @@ def _load(folder: Path) -> _Team | None:
             bool(data["scripted"]),
             str(data.get("start") or ""),
             str(data.get("verified") or ""),
+            data.get("finished") is True,
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -333,11 +418,28 @@ def _holder(team: _Team) -> str | None:
 
 
 def _running(team: _Team, holder: str) -> str:
+    if holder.isdigit() and not _alive(int(holder)):
+        # The lock outlives its lead while workers it started still hold it (:mod:`._lifeline`).
+        return (
+            f"{team.board}: team {team.id}'s lead (pid {holder}) is gone but its workers are "
+            "still stopping (each commits its work and gives its item back); resume it once "
+            "they have"
+        )
     return (
         f"{team.board}: its items belong to team {team.id}, still running (pid {holder}); "
         "wait for it, or give this team its own board (another file, or ?board=NAME in a "
         "PostgreSQL URL)"
     )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # --- one run of the team ---------------------------------------------------------------------
@@ -367,9 +469,16 @@ class _Child:
 
 class _Run:
     def __init__(
-        self, plan: TeamPlan, team: _Team, workers: int, live: TeamBoardView | None
+        self,
+        plan: TeamPlan,
+        team: _Team,
+        workers: int,
+        live: TeamBoardView | None,
+        lock_fd: int,
     ) -> None:
         self.plan, self.team, self.workers, self.live = plan, team, workers, live
+        #: The team's lock: each worker holds it too until it ends (:mod:`._lifeline`).
+        self.lock_fd = lock_fd
         # The work directory's work tree and git dir, read before any agent has run there:
         # every later git command names both, so a rewritten ``.git`` file points nowhere new.
         home = integration.place_of(plan.workdir)
@@ -428,7 +537,11 @@ class _Run:
             raise
         finally:
             self._commit_worktrees()
-        return self._result()
+        result = self._result()
+        if self.stopped is None:
+            self.team = attrs.evolve(self.team, finished=True)
+            self.team.save()
+        return result
 
     # -- the lead ---------------------------------------------------------------------------
 
@@ -553,6 +666,8 @@ class _Run:
             # Its own session: a terminal's Ctrl-C reaches the lead, which passes it on once;
             # a person can stop one worker alone by its pid.
             start_new_session=True,
+            env={**os.environ, **_lifeline.worker_environment(self.lock_fd)},
+            pass_fds=(self.lock_fd,),
         )
         child = _Child(agent, short, place, branch, process)
         child.reader = threading.Thread(
@@ -713,8 +828,13 @@ class _Run:
                 conflicts = ((team.integration, files),)
             else:
                 merged = (team.integration,)
-        not_merged = (*self.refusals, *not_merged, *problems)
-        verdict, unfinished = _board_verdict(team.board, team.id)
+        verdict = _board_verdict(team.board, team.id)
+        outside = tuple(
+            f"#{item} was completed by {agent}, not by a worker of this team: its work is not "
+            f"on {team.integration}"
+            for item, agent in verdict.outsiders
+        )
+        not_merged = (*self.refusals, *not_merged, *problems, *outside)
         reports = _with_items(self.reports, team.board)
         return TeamResult(
             team.id,
@@ -722,8 +842,8 @@ class _Run:
             merged,
             conflicts,
             team.board,
-            verdict,
-            unfinished,
+            verdict.check,
+            verdict.unfinished,
             not_merged,
             kept,
             tuple(self.left),
@@ -903,24 +1023,44 @@ def _run_session(session: Session, agent: str, prompt: str) -> AgentReport:
     )
 
 
-def _board_verdict(url: str, team: str) -> tuple[str, tuple[str, ...]]:
-    """``board check``'s verdict on the board's log, and this team's items left unfinished."""
-    from orchestrator.board.check import check_log
+@attrs.frozen
+class _Verdict:
+    """What the board says at the end: ``board check``'s verdict and this team's items."""
+
+    check: str
+    unfinished: tuple[str, ...]
+    #: This team's items completed by an agent of no team's or another's: (item, agent).
+    outsiders: tuple[tuple[str, str], ...]
+
+
+def _board_verdict(url: str, team: str) -> _Verdict:
+    """``board check``'s verdict on the whole store, and this team's items left unfinished."""
+    from orchestrator.board.check import check_contents
+    from orchestrator.board.inputs import team_of
     from orchestrator.board.store import item_teams  # the team each item belongs to
     from orchestrator.board.stores import open_store
 
     with open_store(url) as store:
         contents = store.contents()  # what ``board check`` reads, in one transaction
-    items, log = contents.items, contents.log
-    violation = check_log(log, items, checks=contents.checks)
-    verdict = "ok" if violation is None else str(violation)
-    ours = {item for item, owner in item_teams(log).items() if owner == team}
+    violation = check_contents(contents)
+    ours = {item for item, owner in item_teams(contents.log).items() if owner == team}
     unfinished = tuple(
         item.id
-        for item in items
+        for item in contents.items
         if item.id in ours and str(item.status) not in ("completed", "cancelled")
     )
-    return verdict, unfinished
+    completer: dict[str, str] = {}
+    for entry in contents.log:
+        if entry.item in ours and entry.dst == "completed":
+            completer[entry.item] = entry.agent or "?"
+    done = {item.id for item in contents.items if str(item.status) == "completed"}
+    # Their work is wherever they did it, not on this team's integration branch.
+    outsiders = tuple(
+        (item, agent)
+        for item, agent in completer.items()
+        if item in done and team_of(agent) != team
+    )
+    return _Verdict("ok" if violation is None else str(violation), unfinished, outsiders)
 
 
 def _with_items(reports: Sequence[AgentReport], url: str) -> list[AgentReport]:

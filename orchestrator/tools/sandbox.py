@@ -342,18 +342,9 @@ def find_bwrap(env: Mapping[str, str] | None = None) -> BwrapBinary | None:
 def probe_bwrap(binary: BwrapBinary) -> str | None:
     """Start a trivial sandbox; return None when it works, else one line saying why not."""
     policy = SandboxPolicy(Path.cwd() if Path.cwd().is_dir() else Path("/"))
-    args = policy.bwrap_arguments(binary.path, "true", {})
-    try:
-        done = subprocess.run(
-            args,
-            env={},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=_PROBE_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return f"{binary.path} cannot be started: {error}"
+    done = _probe(policy.bwrap_arguments(binary.path, "true", {}))
+    if isinstance(done, str):
+        return f"{binary.path} cannot be started: {done}"
     if done.returncode == 0:
         return None
     said = done.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -393,6 +384,21 @@ def userns_hint() -> str:
     )
 
 
+def _probe(args: list[str]) -> subprocess.CompletedProcess[bytes] | str:
+    """A probe sandbox run to its end, or why it could not start."""
+    try:
+        return subprocess.run(
+            args,
+            env={},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=_PROBE_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return str(error)
+
+
 @functools.cache
 def probe_overlay(bwrap: str) -> str | None:
     """Whether bwrap can mount an overlay here (the git dir's): None, else one line why not."""
@@ -407,17 +413,9 @@ def probe_overlay(bwrap: str) -> str | None:
         args = policy.bwrap_arguments(
             bwrap, f"touch {folder / 'lower' / 'probe'}", {}, overlays=[overlay]
         )
-        try:
-            done = subprocess.run(
-                args,
-                env={},
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=_PROBE_TIMEOUT,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            return f"bwrap cannot be started: {error}"
+        done = _probe(args)
+        if isinstance(done, str):
+            return f"bwrap cannot be started: {done}"
         if done.returncode != 0 or not (folder / "upper" / "probe").exists():
             said = done.stderr.decode("utf-8", "replace").strip().splitlines()
             return said[-1] if said else f"exit code {done.returncode}"
