@@ -397,3 +397,25 @@ def test_items_waiting_on_a_cancelled_item_are_named_and_the_worker_is_unfinishe
         "3": ("pending", None),
         "4": ("completed", "me"),
     }
+
+
+def test_never_ready_follows_chains_and_names_a_blocker_the_board_does_not_hold() -> None:
+    """The store refuses a blocker it does not hold; a board read another way may still have
+    one, and an item waiting on it can never start either."""
+    from orchestrator.board.store import BoardItem
+    from orchestrator.plan import Status
+    from orchestrator.team.worker import never_ready
+
+    items = [
+        BoardItem("3", "after 2", Status.PENDING, blocked_by=("2",)),
+        BoardItem("2", "after 9", Status.PENDING, blocked_by=("9",)),
+        BoardItem("4", "after 5", Status.PENDING, blocked_by=("5",)),
+        BoardItem("5", "held", Status.IN_PROGRESS, owner="you"),
+        BoardItem("6", "done first", Status.PENDING, blocked_by=("7",)),
+        BoardItem("7", "done", Status.COMPLETED),
+    ]
+    # Board order, whichever way round the chain was found; what may still start is not named.
+    assert never_ready(items) == [
+        "#3 waits on #2, which can never start",
+        "#2 waits on #9, which is not on the board",
+    ]
