@@ -44,6 +44,14 @@ def _cli(args: list[str], tmp_path: Path, **extra: str) -> subprocess.CompletedP
     )
 
 
+def _team_in_process(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``orchestrator team ARGS`` in this process: for what it refuses before any worker runs."""
+    from tests.in_process import run_cli
+
+    env = _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), TMPDIR=str(tmp_path))
+    return run_cli(["team", *args], env=env, cwd=tmp_path)
+
+
 class Running:
     """A CLI process whose output is read line by line as it comes (for signals mid-run)."""
 
@@ -118,6 +126,9 @@ def test_the_scripted_team_builds_work_on_work_and_merges_it_back(tmp_path: Path
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "[SCRIPTED team demo" in done.stdout
+    # The lead's and every item session's header say the model is scripted, never a real one.
+    headers = [x for x in done.stdout.splitlines() if "│ orchestrator: model " in x]
+    assert len(headers) == 6 and all("│ orchestrator: model scripted ·" in x for x in headers)
     team = re.search(r"^team (\w+):$", done.stdout, re.MULTILINE)
     assert team is not None
     url = _board_of(done.stdout)
@@ -185,6 +196,42 @@ def test_the_scripted_demo_will_not_write_into_a_folder_with_files(tmp_path: Pat
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "not empty" in done.stderr
     assert sorted(p.name for p in busy.iterdir()) == ["keep.txt"]
+
+
+@pytest.mark.parametrize("marked", [None, "0" * 40])
+def test_the_scripted_demo_never_runs_in_a_user_s_repository(
+    tmp_path: Path, marked: str | None
+) -> None:
+    """A repository with the user's files (whatever its config claims, unless it names the
+    repository's own first commit as only the demo's setup does) is refused in one line,
+    before a board, a branch or a note is made."""
+    repo = _repository(tmp_path / "repo", {"mine.py": "print('mine')\n"})
+    if marked is not None:
+        run_git(repo, "config", "--local", "orchestrator.teamdemo", marked)
+    head = run_git(repo, "rev-parse", "HEAD").stdout
+    board = tmp_path / "new.db"
+    for extra in ([], ["--board", f"sqlite:///{board}"]):
+        done = _team_in_process(["--scripted", "--workdir", str(repo), *extra], tmp_path)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "not a repository the scripted demo set up" in done.stderr
+        assert "new or empty folder" in done.stderr
+    assert run_git(repo, "rev-parse", "HEAD").stdout == head
+    assert run_git(repo, "branch", "--format=%(refname:short)").stdout.split() == ["main"]
+    assert sorted(p.name for p in repo.iterdir()) == [".git", "mine.py"]
+    assert not board.exists()
+
+
+def test_only_the_repository_the_demo_set_up_is_marked_as_the_demo_s(tmp_path: Path) -> None:
+    from orchestrator.team.scripted import made_by_demo, prepare_scripted_repository
+
+    demo = tmp_path / "demo"
+    prepare_scripted_repository(demo)
+    assert made_by_demo(demo)
+    # The mark is the repository's own config: a clone of it, or a tree copied, has none.
+    subprocess.run(["git", "clone", "-q", str(demo), "clone"], cwd=tmp_path, check=True)
+    assert not made_by_demo(tmp_path / "clone")
+    assert not made_by_demo(tmp_path / "nowhere")
 
 
 def test_a_lead_that_fails_ends_the_team_before_any_worker_starts(tmp_path: Path) -> None:
@@ -294,13 +341,25 @@ def test_a_killed_worker_s_item_is_finished_by_another_within_the_lease(
     assert isinstance(pid, re.Match)
     claimed = team.wait_for(team.line_matching(r"worker-2 │ claimed #(\d+)"))
     assert isinstance(claimed, re.Match)
+    # Killed once its session has a trace and a round (the write comes after the model's
+    # first answer), and before its paced second turn completes the item.
+    team.wait_for(team.line_matching(r"worker-2 │ ✓ write_file notes/"))
     os.kill(int(pid[1]), signal.SIGKILL)
     code = team.finish()
     assert code == 0, team.text
-    assert re.search(r"/worker-2 +killed: SIGKILL", team.text), team.text
+    item = claimed[1]
+    # Its closing line is told from the records the team saw: the item it held, its rounds,
+    # and the trace of the session it started, which is there and replays.
+    line = re.search(r"/worker-2 +killed: SIGKILL (.*)$", team.text, re.MULTILINE)
+    assert line is not None, team.text
+    assert line[1].startswith(f"while it held #{item}, which the board gives back"), line[0]
+    rounds = re.search(r" · (\d+) rounds · ([\d,]+) tokens", line[0])
+    assert rounds is not None and int(rounds[1]) >= 1 and rounds[2] != "0", line[0]
+    traces = re.findall(r"^trace: \w+/worker-2: (.+)$", team.text, re.MULTILINE)
+    assert traces and Path(traces[-1]).is_file(), team.text
+    assert f"item-{item}-" in traces[-1]
     url = _board_of(team.text)
     entries = _log(url, tmp_path)
-    item = claimed[1]
     moves = [(e["trigger"], str(e["agent"])) for e in entries if e["item"] == item]
     # Its lease ran out, and the other worker claimed it again and completed it.
     assert moves[-3:][0][0] == "expire", moves
@@ -308,6 +367,19 @@ def test_a_killed_worker_s_item_is_finished_by_another_within_the_lease(
     assert moves[-1][0] == "complete" and moves[-1][1].endswith("/worker-1"), moves
     assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
     assert "(board check: ok)" in team.text
+
+
+@pytest.mark.parametrize("how", [["--resume"], ["--resume", "--board"]])
+def test_resuming_a_board_that_is_not_there_is_one_line_and_makes_none(
+    tmp_path: Path, how: list[str]
+) -> None:
+    repo = _repository(tmp_path / "repo", {"a.txt": "a\n"})
+    typo = tmp_path / "typo.db"
+    done = _team_in_process([*how, f"sqlite:///{typo}", "--workdir", str(repo)], tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and f"{typo}: no board there" in done.stderr
+    assert not typo.exists()
+    assert len(run_git(repo, "worktree", "list").stdout.splitlines()) == 1
 
 
 def test_a_second_team_on_a_board_another_team_works_is_refused(tmp_path: Path) -> None:
@@ -522,11 +594,15 @@ def test_a_hostile_worker_gets_nothing_run_outside_and_its_work_is_not_merged(
 
 
 def test_a_planted_orchestrator_py_never_runs_in_a_worker(tmp_path: Path) -> None:
+    from orchestrator.team.scripted import FILES, prepare_scripted_repository
+
     # A model's ``orchestrator.py`` in the work directory, run from there as a person would:
     # the worker processes the team starts import the real package, never that file.
     marker = tmp_path / "planted-ran"
     planted = f"open({str(marker)!r}, 'w').write('ran')\n"
-    work = _repository(tmp_path / "repo", {"README.md": "# r\n", "orchestrator.py": planted})
+    # The demo's own repository (the scripted team runs in no other), with the file planted.
+    work = tmp_path / "repo"
+    prepare_scripted_repository(work, {**FILES, "orchestrator.py": planted})
     done = subprocess.run(
         [sys.executable, "-P", "-m", "orchestrator", "team", "--scripted", "--workers", "1"],
         env=_environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state")),
@@ -700,6 +776,39 @@ def test_a_worker_that_moves_the_team_s_branches_has_nothing_merged(
     if sandbox == "workdir" or "2" in refused:
         assert f"HEAD names branch team/{team}/integration" in refused["2"], out
         assert re.search(r"^! worktree left: .*HEAD names branch", out, re.M), out
+
+
+def test_a_killed_worker_that_held_no_item_is_said_to_have_held_none() -> None:
+    """Its last item ended before it died: its closing line says it held none, and still lists
+    the trace it started, its rounds and tokens, and where it kept earlier commits."""
+    from orchestrator.harness_git import GitPlace
+    from orchestrator.team.lead import _Child, _follow, _report_of
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    process.wait(TIMEOUT)
+    place = GitPlace(Path("/nowhere"), Path("/nowhere/.git"))
+    child = _Child("t/worker-1", "worker-1", place, "team/t/worker-1", process)
+    records = [
+        {"event": "work.claimed", "item": "1", "text": "Write notes/a.md"},
+        {"event": "work.caught_up", "item": "1", "branch": "b", "tip": "1", "kept": "t/kept/w"},
+        {"event": "work.session", "agent": "t/worker-1", "item": "1", "trace": "/t/w-1.jsonl"},
+        {"event": "work.item", "item": "1", "outcome": "completed"},
+    ]
+    for record in records:
+        _follow(child, record)
+    usage = {"input_tokens": 100, "output_tokens": 20}
+    child.totals({"event": "model.response", "usage": usage, "model": "scripted"})
+    report = _report_of(child)
+    assert report.status == "killed"
+    assert report.reason == "SIGKILL; it held no item; earlier commits kept on t/kept/w"
+    assert (report.rounds, report.tokens, report.traces) == (1, 120, ("/t/w-1.jsonl",))
+    # Claimed again and killed while holding it: that item is named.
+    _follow(child, {"event": "work.claimed", "item": "2", "text": "Write notes/b.md"})
+    assert _report_of(child).reason.startswith("SIGKILL while it held #2, ")
 
 
 def test_team_items_completed_outside_the_team_are_named_not_counted_as_merged(

@@ -321,3 +321,101 @@ def test_a_branch_the_model_switches_to_itself_is_followed_and_the_item_lands(
     assert "my own commit" in run_git(repo, "log", "--format=%s", "main").stdout
     assert (repo / "notes" / "a.md").is_file()
     assert run_git(repo, "status", "--porcelain").stdout == ""
+
+
+def _work(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``orchestrator work ARGS`` in this process (the process boundary is not the point)."""
+    from tests.in_process import run_cli
+    from tests.test_cli import _environment
+
+    env = _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), TMPDIR=str(tmp_path))
+    return run_cli(["work", *args], env=env, cwd=tmp_path)
+
+
+def test_a_board_that_is_not_there_is_one_line_and_none_is_made(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    typo = tmp_path / "typo.db"
+    done = _work(
+        [f"sqlite:///{typo}", "--agent", "a", "--workdir", str(plain), "--scripted"], tmp_path
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and f"{typo}: no board there" in done.stderr, done.stderr
+    assert not typo.exists()
+    assert "work: done" not in done.stdout
+
+
+def test_a_scripted_worker_says_it_is_scripted_and_ends_naming_its_traces(
+    tmp_path: Path,
+) -> None:
+    url = _board(tmp_path / "board.db", ITEMS[:2])
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    done = _work([url, "--agent", "me", "--workdir", str(plain), "--scripted"], tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    headers = [line for line in done.stdout.splitlines() if line.startswith("orchestrator: model")]
+    assert len(headers) == 2 and all(
+        h.startswith("orchestrator: model scripted ·") for h in headers
+    )
+    assert "claude" not in done.stdout
+    lines = done.stdout.splitlines()
+    traces = [line.removeprefix("trace: ") for line in lines if line.startswith("trace: ")]
+    # One per item session, each a real trace of that session, and before the last line.
+    assert len(traces) == 2, done.stdout
+    for trace in traces:
+        first = json.loads(Path(trace).read_text(encoding="utf-8").splitlines()[0])
+        assert first["event"] == "run.started" and first["settings"]["model"] == "scripted"
+    assert lines[-1] == "work: done (exit 0)"
+    assert lines.index(f"trace: {traces[-1]}") == len(lines) - 2
+
+
+def test_items_waiting_on_a_cancelled_item_are_named_and_the_worker_is_unfinished(
+    tmp_path: Path,
+) -> None:
+    items = (
+        ("Write notes/gone.md", ()),
+        ("Write notes/after.md once gone.md is there", ("1",)),
+        ("Write notes/last.md after that", ("2",)),
+        ("Write notes/free.md", ()),
+    )
+    url = _board(tmp_path / "board.db", items)
+    with open_store(url) as store:
+        store.cancel("1", agent="person")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    done = _work([url, "--agent", "me", "--workdir", str(plain), "--scripted"], tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("work: unfinished: "), last
+    assert "#2 waits on #1, which is cancelled" in last, last
+    assert "#3 waits on #2, which can never start" in last, last
+    assert "#4" not in last and last.endswith("(exit 3)"), last
+    # What it could do, it did; what can never start is left as it was.
+    assert _statuses(url) == {
+        "1": ("cancelled", None),
+        "2": ("pending", None),
+        "3": ("pending", None),
+        "4": ("completed", "me"),
+    }
+
+
+def test_never_ready_follows_chains_and_names_a_blocker_the_board_does_not_hold() -> None:
+    """The store refuses a blocker it does not hold; a board read another way may still have
+    one, and an item waiting on it can never start either."""
+    from orchestrator.board.store import BoardItem
+    from orchestrator.plan import Status
+    from orchestrator.team.worker import never_ready
+
+    items = [
+        BoardItem("3", "after 2", Status.PENDING, blocked_by=("2",)),
+        BoardItem("2", "after 9", Status.PENDING, blocked_by=("9",)),
+        BoardItem("4", "after 5", Status.PENDING, blocked_by=("5",)),
+        BoardItem("5", "held", Status.IN_PROGRESS, owner="you"),
+        BoardItem("6", "done first", Status.PENDING, blocked_by=("7",)),
+        BoardItem("7", "done", Status.COMPLETED),
+    ]
+    # Board order, whichever way round the chain was found; what may still start is not named.
+    assert never_ready(items) == [
+        "#3 waits on #2, which can never start",
+        "#2 waits on #9, which is not on the board",
+    ]

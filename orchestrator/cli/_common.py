@@ -75,6 +75,31 @@ def _setting_options() -> list[Decorator]:
     return options
 
 
+def agent_options(*, cost: str, protect: str) -> Decorator:
+    """``--model``, ``--price-per-mtok``, ``--trust`` and ``--protect``, as team and work take them.
+
+    ``cost`` says what the prices are for, ``protect`` what ``--protect`` keeps from whom.
+    """
+    options = (
+        click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL]."),
+        click.option(
+            "--price-per-mtok",
+            metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
+            default=None,
+            help=f"Dollars per million tokens, for {cost} [the model's list price].",
+        ),
+        click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml."),
+        click.option("--protect", multiple=True, metavar="GLOB", help=protect),
+    )
+
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):  # listed in --help in the order written here
+            command = option(command)
+        return command
+
+    return apply
+
+
 def _shown_default(value: object) -> str:
     if isinstance(value, float):
         return f"{value:g}"

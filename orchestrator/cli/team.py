@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._common import agent_options
+from orchestrator.cli.work import SCRIPTED_MODEL
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions
@@ -61,7 +63,8 @@ MAX_WORKERS = 16
     "--scripted",
     is_flag=True,
     help="The offline team demo, SCRIPTED (no key): it sets up a small repository in the work "
-    "directory, which must be new or empty.",
+    "directory, which must be new or empty (or one the demo set up before; never a repository "
+    "of yours).",
 )
 @click.option(
     "--pace",
@@ -70,19 +73,9 @@ MAX_WORKERS = 16
     metavar="SECONDS",
     help="With --scripted: seconds before each scripted worker's turn (to watch the team).",
 )
-@click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL].")
-@click.option(
-    "--price-per-mtok",
-    metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
-    default=None,
-    help="Dollars per million tokens, for the closing lines' cost [the model's list price].",
-)
-@click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
-@click.option(
-    "--protect",
-    multiple=True,
-    metavar="GLOB",
-    help="Files no agent may change (gitignore-style, repeatable); a check fails while one "
+@agent_options(
+    cost="the closing lines' cost",
+    protect="Files no agent may change (gitignore-style, repeatable); a check fails while one "
     "differs.",
 )
 @click.pass_context
@@ -127,12 +120,14 @@ def team(
     lease_s = setting_flag("lease", lease, "--lease")
     prices = setting_flag("price_per_mtok", price_per_mtok, "--price-per-mtok")
     workdir = workdir.resolve()
-    fresh_demo = scripted and not resume and not (workdir / ".git").exists()
+    # The demo sets up its own repository and merges its notes there: never a user's.
+    fresh_demo = scripted and _demo_sets_up(workdir) and not resume
     if not fresh_demo and not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
     settings_of = {
         "approval": "auto",
-        "model": model,
+        # The scripted lead's header and trace say it is scripted (its workers' say so too).
+        "model": SCRIPTED_MODEL if scripted else model,
         "lease": lease_s,
         "price_per_mtok": prices,
         "protect": protect or None,
@@ -216,6 +211,29 @@ def _task_and_board(
     if task is None and not scripted and board is None:
         raise InputError("give the TASK the team works on (or --scripted for the offline demo)")
     return task, board
+
+
+def _demo_sets_up(workdir: Path) -> bool:
+    """For ``--scripted``: whether the demo makes its repository in ``workdir`` (new or empty).
+
+    False for a repository the demo made before (it runs there again); InputError for any
+    other folder, a user's repository above all: the demo would merge its notes into it.
+    """
+    from orchestrator.team.scripted import made_by_demo
+
+    if made_by_demo(workdir):
+        return False
+    try:
+        empty = not workdir.exists() or (workdir.is_dir() and not any(workdir.iterdir()))
+    except OSError as error:
+        raise InputError(f"--workdir {workdir}: {error.strerror}") from None
+    if empty:
+        return True
+    raise InputError(
+        f"--workdir {workdir}: not empty, and not a repository the scripted demo set up; "
+        "--scripted makes its own small repository, so give a new or empty folder "
+        "(--workdir /tmp/team-demo)"
+    )
 
 
 def _live_view(url: str, agents: Sequence[str]) -> TeamBoardView:

@@ -9,6 +9,11 @@ from typing import TYPE_CHECKING
 import click
 
 from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._common import agent_options
+from orchestrator.inert import inert
+
+#: The model name a ``--scripted`` worker's sessions run under (what ``demo`` uses too).
+SCRIPTED_MODEL = "scripted"
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions
@@ -28,8 +33,9 @@ if TYPE_CHECKING:
 @click.option(
     "--scripted",
     is_flag=True,
-    help="The offline worker, SCRIPTED (no key): for each item it writes the file the item's "
-    "text names (Write notes/x.md … → notes/x.md) and completes it.",
+    help="The offline worker, SCRIPTED (no key; its model is named 'scripted'): for each item "
+    "it writes the file the item's text names (Write notes/x.md … → notes/x.md) and completes "
+    "it.",
 )
 @click.option(
     "--pace",
@@ -57,19 +63,9 @@ if TYPE_CHECKING:
     default=None,
     help="Write each item's trace in this folder.  [default: the per-user state dir]",
 )
-@click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL].")
-@click.option(
-    "--price-per-mtok",
-    metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
-    default=None,
-    help="Dollars per million tokens, for the cost it reports [the model's list price].",
-)
-@click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
-@click.option(
-    "--protect",
-    multiple=True,
-    metavar="GLOB",
-    help="Files the agent may not change (gitignore-style, repeatable); a check fails while "
+@agent_options(
+    cost="the cost it reports",
+    protect="Files the agent may not change (gitignore-style, repeatable); a check fails while "
     "one differs.",
 )
 @click.option(
@@ -103,10 +99,12 @@ def work(
     git dir is refused, and nothing is committed once HEAD names another branch. The same
     command on two machines against one PostgreSQL board is a team across machines. An item
     a session ends without completing is given back to the board, never counted as done.
-    Exit 0 when the board has nothing left for it and every item it took is completed, 1
-    when a session failed, 2 bad input, 3 when an item's work was refused or an item it took
-    was given back unfinished, 130/143 when stopped (its work committed, its item given
-    back).
+    The board must be there already (a URL that names none is exit 2; `board add` starts
+    one). It ends naming each session's trace. Exit 0 when the board has nothing left for it
+    and every item it took is completed, 1 when a session failed, 2 bad input, 3 when an
+    item's work was refused, an item it took was given back unfinished, or items are left
+    that can never start (they wait on a cancelled item), 130/143 when stopped (its work
+    committed, its item given back).
     """
     from orchestrator.agent import SettingsError, anthropic_model, load_options
     from orchestrator.board.inputs import agent_problem
@@ -138,7 +136,8 @@ def work(
         "board": url,
         "agent": agent,
         "approval": "auto",
-        "model": model,
+        # The offline worker's header and traces say so (as the demo's do), never a real name.
+        "model": SCRIPTED_MODEL if scripted else model,
         "lease": lease_s,
         "price_per_mtok": prices,
         "protect": protect or None,
@@ -180,6 +179,10 @@ def work(
         raise InputError(str(error)) from None
     stopped = ctx.obj
     result = worker.run(lambda: stopped.exit_code if stopped is not None else 130)
+    if not as_json:
+        # As ``run`` ends: where each session's trace is (``work.finished`` carries them too).
+        for trace in result.traces:
+            out.line(inert(f"trace: {trace}"))
     out.record(result.record(agent))
     return result.exit_code
 

@@ -39,6 +39,7 @@ import attrs
 
 from orchestrator.harness_git import GitError, GitPlace, run_git
 from orchestrator.inert import inert
+from orchestrator.pricing import UsageTotals
 from orchestrator.team import _lifeline, integration
 from orchestrator.team.integration import TeamError
 from orchestrator.tools.protected import ProtectGlobs
@@ -316,7 +317,7 @@ def _the_team(plan: TeamPlan) -> _Team:
     from orchestrator.board.stores import sqlite_url
     from orchestrator.trace import new_run_id
 
-    owners = _unfinished_teams(plan.board) if plan.board is not None else {}
+    owners = _unfinished_teams(plan.board, resume=plan.resume) if plan.board is not None else {}
     if plan.resume and not owners and plan.board is not None:
         # Every item done, but the team never ended (its lead was killed before the merge):
         # its record says so, and a resume merges what its workers did.
@@ -353,11 +354,16 @@ def _the_team(plan: TeamPlan) -> _Team:
     )
 
 
-def _unfinished_teams(url: str) -> dict[str, tuple[str, ...]]:
-    """Each team with unfinished items on the board, and their ids (the store's own reading)."""
-    from orchestrator.board.stores import open_store
+def _unfinished_teams(url: str, *, resume: bool = False) -> dict[str, tuple[str, ...]]:
+    """Each team with unfinished items on the board, and their ids (the store's own reading).
 
-    with open_store(url) as store:
+    A resume reads a board that must be there (a mistyped URL is
+    :class:`~orchestrator.board.store.NoBoard`, and nothing is made); a new team's
+    ``--board`` may name a new one.
+    """
+    from orchestrator.board.stores import open_existing, open_store
+
+    with open_existing(url) if resume else open_store(url) as store:
         return store.teams()
 
 
@@ -452,6 +458,13 @@ class _Child:
     finished: dict[str, Any] | None = None
     last_lines: list[str] = attrs.Factory(list)
     items: list[dict[str, Any]] = attrs.Factory(list)
+    #: What its records said as they came, for a worker that dies without its final one:
+    #: the item it holds now (claimed, not yet ended or released), each session's trace,
+    #: the branches its earlier commits were kept on, and its sessions' rounds and tokens.
+    held: str | None = None
+    traces: list[str] = attrs.Factory(list)
+    kept: list[str] = attrs.Factory(list)
+    totals: UsageTotals = attrs.Factory(UsageTotals)
 
 
 class _Run:
@@ -684,6 +697,7 @@ class _Run:
                 continue
             name = str(event.get("event", ""))
             if name.startswith("work."):
+                _follow(child, event)
                 if name == "work.finished":
                     child.finished = event
                 elif name == "work.item":
@@ -694,6 +708,7 @@ class _Run:
                 if said and name != "work.finished":
                     self._say(child.short, said)
                 continue
+            child.totals(event)  # its sessions' rounds and tokens, as they come
             if feed is not None:
                 feed(event)
                 continue
@@ -905,18 +920,57 @@ def _signal(pid: int, stop: signal.Signals) -> None:
         os.kill(pid, stop)
 
 
+def _follow(child: _Child, event: Mapping[str, Any]) -> None:
+    """What a worker's ``work.*`` record says it holds, traces and keeps, as it comes."""
+    name, item = event.get("event"), event.get("item")
+    if name == "work.claimed" and item is not None:
+        child.held = str(item)
+    elif name in ("work.item", "work.released") and child.held == str(item):
+        child.held = None
+    elif name == "work.session" and event.get("trace"):
+        child.traces.append(str(event["trace"]))
+    if name in ("work.caught_up", "work.item") and event.get("kept"):
+        child.kept.append(str(event["kept"]))
+
+
 def _report_of(child: _Child) -> AgentReport:
-    """The closing line's facts from the worker's final record, or how it died without one."""
+    """The closing line's facts from the worker's final record, or how it died without one.
+
+    A worker that died without its final record is told from the records the lead saw: the
+    item it held (or none), the traces of the sessions it started, its rounds and tokens, and
+    the branches it kept earlier commits on. Its cost is left unknown: the prices it would
+    have used are its own.
+    """
     code = child.process.returncode
     done = child.finished
     if done is None:
         if code is not None and code < 0:
             name = signal.Signals(-code).name
-            status, reason = "killed", f"{name}; its item went back when its lease ran out"
+            status = "killed"
+            if child.held is not None:
+                reason = (
+                    f"{name} while it held #{child.held}, which the board gives back when "
+                    "its lease runs out"
+                )
+            else:
+                reason = f"{name}; it held no item"
         else:
             last = child.last_lines[-1] if child.last_lines else f"exit status {code}"
             status, reason = "failed", last
-        return AgentReport(child.agent, status, (), 0, 0, None, (), reason)
+            if child.held is not None:
+                reason = f"{reason} (it held #{child.held})"
+        if child.kept:
+            reason += f"; earlier commits kept on {', '.join(dict.fromkeys(child.kept))}"
+        return AgentReport(
+            child.agent,
+            status,
+            (),
+            child.totals.rounds,
+            sum(child.totals.usage.values()),
+            None,
+            tuple(child.traces),
+            reason,
+        )
     status = str(done.get("status", "failed"))
     reason = str(done.get("reason", "")) if status != "done" else ""
     cost = done.get("cost")

@@ -130,7 +130,10 @@ def _last_result_refused(messages: list[Any]) -> bool:
 
 
 def prepare_scripted_repository(workdir: Path, files: Mapping[str, str] = FILES) -> None:
-    """A small repository for the offline team demo, in a new or empty folder."""
+    """A small repository for the offline team demo, in a new or empty folder.
+
+    It is marked as the demo's own (:func:`made_by_demo`), so the demo may run there again.
+    """
     from orchestrator.harness_git import run_git
     from orchestrator.team.integration import TeamError
 
@@ -145,3 +148,30 @@ def prepare_scripted_repository(workdir: Path, files: Mapping[str, str] = FILES)
     run_git(workdir, "init", "-q", "-b", "main")
     run_git(workdir, "add", "-A")
     run_git(workdir, "commit", "-q", "-m", "The team demo's starting point")
+    start = run_git(workdir, "rev-parse", "HEAD").stdout.strip()
+    run_git(workdir, "config", "--local", DEMO_KEY, start)
+
+
+#: The mark of a repository the demo made: its own git config, naming its first commit.
+#: Not a file in the tree, which a model's work (or a merge) could carry into a user's
+#: repository; git config is not versioned, is not cloned, and is a protected path.
+DEMO_KEY = "orchestrator.teamdemo"
+
+
+def made_by_demo(workdir: Path) -> bool:
+    """Whether ``workdir`` is the top of a repository :func:`prepare_scripted_repository` made.
+
+    Its own git dir (``.git`` a folder, not a worktree's pointer) holds :data:`DEMO_KEY`,
+    naming the root commit of its ``HEAD``.
+    """
+    from orchestrator.harness_git import GitError, run_git
+
+    if not (workdir / ".git").is_dir():
+        return False
+    try:
+        marked = run_git(workdir, "config", "--local", "--get", DEMO_KEY, check=False)
+        roots = run_git(workdir, "rev-list", "--max-parents=0", "HEAD", check=False)
+    except GitError:
+        return False
+    start = marked.stdout.strip()
+    return marked.returncode == 0 and roots.returncode == 0 and start in roots.stdout.split()

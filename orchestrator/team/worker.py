@@ -33,7 +33,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -202,6 +202,36 @@ def _item_line(event: Mapping[str, Any]) -> str:
     return f"{item} {outcome}{commit}{why}{kept}"
 
 
+def never_ready(items: Sequence[BoardItem]) -> list[str]:
+    """Why each pending item can never start, one line each, in board order.
+
+    It waits on a cancelled item, on one the board does not hold, or (in a chain) on an item
+    that can never start.
+    """
+    by_id = {item.id: item for item in items}
+    why: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for item in items:
+            if item.status != Status.PENDING or item.id in why:
+                continue
+            for blocker_id in item.blocked_by:
+                blocker = by_id.get(blocker_id)
+                if blocker is None:
+                    said = "which is not on the board"
+                elif blocker.status == Status.CANCELLED:
+                    said = "which is cancelled"
+                elif blocker_id in why:
+                    said = "which can never start"
+                else:
+                    continue
+                why[item.id] = f"#{item.id} waits on #{blocker_id}, {said}"
+                changed = True
+                break
+    return [why[item.id] for item in items if item.id in why]
+
+
 class Worker:
     """The claim → catch up → session → land loop of one worker process."""
 
@@ -224,6 +254,8 @@ class Worker:
         self._landed: dict[str, tuple[str, str | None]] = {}
         self._refusal: dict[str, tuple[str, str]] = {}
         self._traces: list[str] = []
+        #: Why each pending item left when the worker ends can never start (see never_ready).
+        self._stuck: list[str] = []
         self._rounds = self._tokens = 0
         self._cost: float | None = 0.0
         self._current: BoardItem | None = None
@@ -239,10 +271,14 @@ class Worker:
         self._branches_before: frozenset[str] = frozenset()
 
     def _open(self) -> SqlBoardStore:
-        """A connection of its own (the heartbeat's, each session's)."""
-        from orchestrator.board.stores import open_store
+        """A connection of its own (the heartbeat's, each session's), to a board that is there.
 
-        return open_store(self.plan.board)
+        Never a new one: a mistyped URL is :class:`~orchestrator.board.store.NoBoard` (one
+        line naming it), not an empty board the worker would call done.
+        """
+        from orchestrator.board.stores import open_existing
+
+        return open_existing(self.plan.board)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -301,6 +337,10 @@ class Worker:
             status, code = "unfinished", 3
             named = "; ".join(f"#{o.item} ({o.why})" for o in left[:5])
             reason = f"not finished, given back to the board: {named}"
+        elif code == 0 and self._stuck:
+            # Pending items nobody can ever start: the board is not finished, and not by waiting.
+            status, code = "unfinished", 3
+            reason = "left on the board, never ready: " + "; ".join(self._stuck[:5])
         return WorkResult(
             status,
             code,
@@ -349,7 +389,10 @@ class Worker:
                     return claimed, False
             others = [i for i in items if i.status == Status.IN_PROGRESS and i.owner != agent]
             if not others:
-                return None  # nothing ready for it, and nobody working on what could unblock
+                # Nothing ready for it, and nobody working on what could unblock; what waits on
+                # a cancelled item is said, not left behind in silence.
+                self._stuck = never_ready(items)
+                return None
             why = f"{len(others)} item(s) held by others, nothing ready for {agent}"
             if why != said:
                 self.out.record({"event": "work.waiting", "why": why})
@@ -437,6 +480,24 @@ class Worker:
             trace = plan.trace_dir / f"{stem}-{tries}.jsonl"
         session: Session | None = None
         board: _ItemBoard | None = None
+        told: list[Path] = []
+
+        def header(text: str) -> None:
+            # The session's header comes once its trace is open: the trace is told first, so
+            # a reader of the records (``team``) has it even if this process dies next.
+            opened = session.trace_path if session is not None else None
+            if opened is not None and not told:
+                told.append(opened)
+                self.out.record(
+                    {
+                        "event": "work.session",
+                        "agent": plan.agent,
+                        "item": item.id,
+                        "trace": str(opened),
+                    }
+                )
+            self.out.line(text)
+
         try:
             options = plan.options(trace)
             board = _ItemBoard(self._open(), plan.agent, lease=plan.lease, land=self._land)
@@ -447,7 +508,7 @@ class Worker:
                 view=self.out.view(),
                 say=self.out.line,
                 notice=self.out.line,
-                header=self.out.line,
+                header=header,
                 interactive=False,
                 extra_sinks=(self._watch,),
             )
@@ -630,7 +691,9 @@ class Worker:
                 self._give_back(item, f"{result.why}; {kept}")
                 result = attrs.evolve(result, commit=commit)
             self._outcomes.append(result)
-            self.out.record({"event": "work.item", **attrs.asdict(result)})
+            self.out.record(
+                {"event": "work.item", **attrs.asdict(result), "merged": self._merged(item)}
+            )
 
     def _stop_now(self, why: str = "stopped by a signal") -> None:
         """A stop outside a session (waiting, claiming, catching up): held items go back."""
