@@ -288,3 +288,36 @@ def test_wall_time_is_the_runs_own_not_the_idle_time_between_them(tmp_path: Path
     assert header.runs == 3
     assert header.wall_seconds == pytest.approx(1.5 + 1.0 + 2.0)
     assert header.span_seconds == pytest.approx(3602.0)
+
+
+def test_a_call_a_hook_rewrote_shows_the_input_that_ran_and_what_the_model_asked(
+    tmp_path: Path,
+) -> None:
+    asked = {"command": "rm -rf build"}
+    ran = {"command": "echo refused"}
+    trace = write_events(
+        tmp_path / "t.jsonl",
+        [
+            started(),
+            response(1),
+            {"event": "tool.call", "id": "t1", "name": "bash", "input": asked},
+            {
+                "event": "hook.updated_input",
+                "id": "t1",
+                "name": "bash",
+                "input": ran,
+                "hook": "guard.py",
+            },
+            {
+                "event": "tool.result",
+                "id": "t1",
+                "name": "bash",
+                "output": "refused",
+                "is_error": False,
+                "duration_ms": 3,
+            },
+        ],
+    )
+    (call,) = _picture(trace).rounds[0].calls
+    assert (call.input, call.asked, call.hook) == (ran, asked, "guard.py")
+    assert call.as_json()["asked"] == asked

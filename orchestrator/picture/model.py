@@ -47,6 +47,10 @@ class ToolCall:
     duration_ms: float | None = None
     output: str = ""
     diff: str | None = None
+    #: The hook that rewrote the call's input (``input`` is then what ran), or None.
+    hook: str | None = None
+    #: What the model asked, when a hook rewrote it.
+    asked: Any = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +62,8 @@ class ToolCall:
             "duration_ms": self.duration_ms,
             "output": self.output,
             "diff": self.diff,
+            "hook": self.hook,
+            "asked": self.asked,
         }
 
 
@@ -433,6 +439,8 @@ def _call(data: Mapping[str, Any]) -> ToolCall:
         duration_ms=data.get("duration_ms"),
         output=data.get("output", ""),
         diff=data.get("diff"),
+        hook=data.get("hook"),
+        asked=data.get("asked"),
     )
 
 
@@ -540,6 +548,15 @@ def _on_tool_call(builder: _Builder, line: TraceLine) -> None:
     builder._calls[tool_id] = call
     if builder.rounds:
         builder.rounds[-1]["calls"].append(call)
+
+
+def _on_updated_input(builder: _Builder, line: TraceLine) -> None:
+    """A PreToolUse hook rewrote the call: the input shown is what ran, the model's beside it."""
+    event = line.event
+    call = builder._calls.get(str(event.get("id", "")))
+    if call is None:
+        return
+    call.update(asked=call.get("input"), input=event.get("input"), hook=str(event.get("hook", "?")))
 
 
 def _on_tool_result(builder: _Builder, line: TraceLine) -> None:
@@ -690,6 +707,7 @@ _HANDLERS: Mapping[str, _Handler] = {
         "model.request": _on_model_request,
         "model.response": _on_model_response,
         "tool.call": _on_tool_call,
+        "hook.updated_input": _on_updated_input,
         "tool.result": _on_tool_result,
         "plan.updated": _on_plan_updated,
         "plan.transition": _on_plan_transition,

@@ -656,7 +656,9 @@
 
   function callDetails(call) {
     const badge = el("span", { class: "badge " + (call.ok ? "ok" : "bad"), text: call.status });
-    const summary = el("summary", {}, badge, " ", el("span", { class: "tool", text: call.name }), " ", el("span", { class: "muted", text: duration(call.duration_ms) }), " ", el("code", { class: "input-line", text: oneLine(call.input, 140) }));
+    // A call a PreToolUse hook rewrote shows the input that ran, and says so.
+    const rewritten = call.hook ? el("span", { class: "badge bad", text: "rewritten by a hook" }) : "";
+    const summary = el("summary", {}, badge, " ", el("span", { class: "tool", text: call.name }), " ", el("span", { class: "muted", text: duration(call.duration_ms) }), " ", rewritten, " ", el("code", { class: "input-line", text: oneLine(call.input, 140) }));
     const details = el("details", { class: "call" }, summary);
     let filled = false;
     // The output enters the document when the call is opened, by a person or by #round-N.
@@ -664,8 +666,11 @@
       if (filled || !details.open) return;
       filled = true;
       details.append(
-        el("h4", { text: "input" }),
+        el("h4", { text: call.hook ? "input that ran (a PreToolUse hook, " + call.hook + ", rewrote it)" : "input" }),
         el("pre", { class: "io", text: JSON.stringify(call.input, null, 2) || "" }),
+      );
+      if (call.hook) details.append(el("h4", { text: "input the model asked" }), el("pre", { class: "io", text: JSON.stringify(call.asked, null, 2) || "" }));
+      details.append(
         el("h4", { text: "output" + (call.output ? " (" + count(call.output.length) + " characters)" : "") }),
         el("pre", { class: "io" + (call.ok ? "" : " io-bad"), text: call.output || "(no output recorded)" }),
       );
