@@ -162,6 +162,13 @@ class AnthropicModel:
                     for text in stream.text_stream:
                         on_text(text)
                     final = stream.get_final_message()
+        except UnicodeError as error:
+            # Not the network: a text in the request cannot be sent as UTF-8 (half a UTF-16
+            # surrogate pair an endpoint sent earlier). Asking again would fail the same way.
+            raise ModelError(
+                f"the request cannot be sent: {error.reason} in a text of the conversation "
+                "(half a UTF-16 surrogate pair, which an earlier response held)"
+            ) from None
         except (httpx2.TransportError, ValueError) as error:
             # A cut stream or a body that is not JSON: the SDK does not retry these.
             raise _StreamCut(f"{type(error).__name__}: {error}") from error

@@ -197,6 +197,22 @@ def test_a_broken_response_is_asked_again_and_then_succeeds(kind: str) -> None:
     _assert_clean(server)
 
 
+def test_a_request_that_cannot_be_encoded_is_one_error_and_never_asked_again() -> None:
+    # Half a surrogate pair in the conversation (an endpoint sent it in an earlier answer):
+    # no attempt can send it, so it is not a cut stream to retry.
+    conversation = Conversation()
+    conversation.add_user_text("List the files \udc80.")
+    request = conversation.request(
+        model="claude-test", system="You are a test agent.", tools=[], max_tokens=512
+    )
+    chunks: list[str] = []
+    with _server(ANSWER) as server:
+        with pytest.raises(ModelError, match="cannot be sent: surrogates not allowed"):
+            _model(server, retries=3).respond(request, chunks.append)
+        assert server.served == 0
+    assert not any("broke off" in chunk for chunk in chunks)
+
+
 def test_a_response_that_keeps_breaking_gives_up_with_one_line() -> None:
     with _server({"fault": "cut_stream"}, {"fault": "cut_stream"}, ANSWER) as server:
         with pytest.raises(ModelError) as raised:
