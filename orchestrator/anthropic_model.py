@@ -162,7 +162,7 @@ class AnthropicModel:
                     for text in stream.text_stream:
                         on_text(text)
                     final = stream.get_final_message()
-        except UnicodeError as error:
+        except UnicodeEncodeError as error:
             # Not the network: a text in the request cannot be sent as UTF-8 (half a UTF-16
             # surrogate pair an endpoint sent earlier). Asking again would fail the same way.
             raise ModelError(
