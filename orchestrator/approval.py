@@ -22,6 +22,7 @@ import click
 
 from orchestrator.config import flag_label, given
 from orchestrator.guard import describe_arguments
+from orchestrator.hooks.payload import claude_tool_name
 from orchestrator.inert import inert
 from orchestrator.protocols import Refusal
 from orchestrator.tools.files import unified_diff
@@ -121,9 +122,12 @@ def rule_matches(rule: str, tool: str, server: str | None = None) -> bool:
     offers ``tool``, as its tools' names spell it (None: not an MCP tool): a server is matched
     as a whole name, never as the start of a tool's name, so ``mcp__time`` does not cover a
     server named ``time_x``. No other wildcard exists (the setting refuses one), so ``bash``
-    never covers more than bash.
+    never covers more than bash. A built-in tool is named either way, ours or Claude Code's
+    (``Bash``, ``Write``), as a hook's matcher names it.
     """
     if tool == rule:
+        return True
+    if server is None and rule == claude_tool_name(tool):
         return True
     return server is not None and rule_server(rule) == server and _whole_server(rule)
 

@@ -40,6 +40,7 @@ from orchestrator.plan import (
     render_items,
 )
 from orchestrator.shorten import shorten_command
+from orchestrator.trace_file import escape_surrogates
 from orchestrator.transcript import format_duration, tool_verdict
 
 if TYPE_CHECKING:
@@ -128,36 +129,50 @@ class EventLines:
     def __init__(self, *, verbose: bool = False, turns: bool = False) -> None:
         self._turns = turns
         self._calls: dict[str, Mapping[str, Any]] = {}
+        #: A PreToolUse hook's ``updatedInput`` per call id: what ran instead of the model's.
+        self._updated: dict[str, Mapping[str, Any]] = {}
         self._head, self._tail = VERBOSE_PREVIEW_LINES if verbose else PREVIEW_LINES
         self._diff_head = max(self._head, DIFF_PREVIEW_HEAD)
         self._window_source = ""
+
+    def _result_lines(self, event: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """A call's one line (name, input, duration, verdict) and its output's preview."""
+        call = self._calls.pop(str(event["id"]), {})
+        updated = self._updated.pop(str(event["id"]), None)
+        args = describe_arguments((updated or call).get("input", {}))
+        ok, verdict = tool_verdict(event)
+        duration = format_duration(event["duration_ms"])
+        head = f"{'✓' if ok else '✗'} {event['name']} {args}  {duration}  {verdict}"
+        out = [(head, "green" if ok else "red")]
+        if updated is not None:  # the line names what ran; the model's ask stays visible
+            asked = describe_arguments(call.get("input", {}))
+            note = f"    ↻ input from the PreToolUse hook `{updated.get('hook', '?')}`"
+            out.append((f"{note}; the model asked: {asked}", "yellow"))
+        if event.get("diff"):
+            # Every change a file tool made is shown, so an edit nobody was asked about
+            # (--approval edits or auto) is still seen.
+            diff = output_preview(str(event["diff"]), head=self._diff_head, tail=self._tail)
+            out.extend(("    " + line, diff_colour(line) or "dim") for line in diff)
+            return out
+        if event["name"] in _NO_PREVIEW:
+            first_line = next(iter(str(event["output"]).splitlines()), "")
+            if not ok and first_line:
+                out.append(("    " + first_line, "red dim"))
+            return out
+        shown = output_preview(str(event["output"]), head=self._head, tail=self._tail)
+        out.extend(("    │ " + line, "dim" if ok else "red dim") for line in shown)
+        return out
 
     def lines(self, event: Mapping[str, Any]) -> list[tuple[str, str]]:
         name = event.get("event")
         if name == "tool.call":
             self._calls[str(event["id"])] = event
             return []
+        if name == "hook.updated_input":
+            self._updated[str(event["id"])] = event
+            return []
         if name == "tool.result":
-            call = self._calls.pop(str(event["id"]), {})
-            args = describe_arguments(call.get("input", {}))
-            ok, verdict = tool_verdict(event)
-            duration = format_duration(event["duration_ms"])
-            head = f"{'✓' if ok else '✗'} {event['name']} {args}  {duration}  {verdict}"
-            out = [(head, "green" if ok else "red")]
-            if event.get("diff"):
-                # Every change a file tool made is shown, so an edit nobody was asked about
-                # (--approval edits or auto) is still seen.
-                diff = output_preview(str(event["diff"]), head=self._diff_head, tail=self._tail)
-                out.extend(("    " + line, diff_colour(line) or "dim") for line in diff)
-                return out
-            if event["name"] in _NO_PREVIEW:
-                first_line = next(iter(str(event["output"]).splitlines()), "")
-                if not ok and first_line:
-                    out.append(("    " + first_line, "red dim"))
-                return out
-            shown = output_preview(str(event["output"]), head=self._head, tail=self._tail)
-            out.extend(("    │ " + line, "dim" if ok else "red dim") for line in shown)
-            return out
+            return self._result_lines(event)
         if name == "plan.updated" and event.get("explanation"):
             return [("✎ " + " ".join(str(event["explanation"]).split()), "italic")]
         if name == "audit.reminder":
@@ -342,7 +357,8 @@ class JsonView:
         return None  # the text arrives whole in model.response
 
     def __call__(self, event: Mapping[str, Any]) -> None:
-        self._stream.write(json.dumps(event, ensure_ascii=False, default=str) + "\n")
+        line = json.dumps(event, ensure_ascii=False, default=str)
+        self._stream.write(escape_surrogates(line) + "\n")  # stdout stays UTF-8
         self._stream.flush()
 
 

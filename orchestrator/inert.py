@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import re
 
-#: C0 controls except tab and newline, DEL, the C1 range, and the bidirectional controls.
+#: C0 controls except tab and newline, DEL, the C1 range, the bidirectional controls, and
+#: lone surrogates (a JSON escape of half a pair): a terminal would get a raw byte, or the
+#: print would fail.
 _UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+    "[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
 )
 
 

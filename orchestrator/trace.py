@@ -38,7 +38,7 @@ import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from orchestrator.tools.secrets import looks_secret
-from orchestrator.trace_file import TRACE_FORMAT
+from orchestrator.trace_file import TRACE_FORMAT, json_utf8
 
 REDACTED = "[REDACTED]"
 _SECRET_KEYS = re.compile(
@@ -287,7 +287,7 @@ class TraceRenderer:
         event = self._redact(logger, name, event)
         if self._tee is not None:
             self._tee(logger, name, event)
-        return _serialize(event).encode("utf-8") + b"\n"
+        return json_utf8(_serialize(event)) + b"\n"
 
 
 @attrs.define

@@ -10,6 +10,7 @@ nor the logger, so ``show`` and ``sessions`` read traces without loading the loo
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -20,6 +21,27 @@ import orjson
 #: The trace format this orchestrator writes and the newest it reads. Bump it when a reader of
 #: an older format could misread the lines.
 TRACE_FORMAT = 1
+
+#: Half a UTF-16 surrogate pair: a JSON text may escape one (``"\\udc80"``), UTF-8 cannot hold it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_utf8(text: str) -> bytes:
+    r"""JSON ``text`` as UTF-8, a lone surrogate written as its JSON escape (the same string).
+
+    A response's JSON may carry ``"\ud800"`` and Python reads it as that lone half; inside a
+    JSON string its escape means the same, and outside strings JSON has no such character.
+    """
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return escape_surrogates(text).encode("utf-8")
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON ``text`` with each lone surrogate as its JSON escape, so it can be written as UTF-8."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
 
 KNOWN_EVENTS = frozenset(
     {

@@ -50,6 +50,19 @@ def test_modes_decide_who_is_asked() -> None:
     assert [action.reason for action in deny.refused] == ["refused by --approval deny"]
 
 
+def test_auto_approve_takes_claude_codes_tool_names_as_the_hooks_do() -> None:
+    """``--auto-approve Bash`` (Claude Code's name, as its allow rules spell it) covers bash.
+
+    A Claude Code user writes ``Bash`` and ``Write``; the matchers of hooks read both names,
+    and a rule once took ``Bash`` without a word and approved nothing.
+    """
+    policy = ApprovalPolicy("ask", auto_approve={"Bash", "Edit"})
+    assert policy("bash", {"command": "ls"}) is True
+    assert policy("edit_file", {"path": "a", "old_text": "x", "new_text": "y"}) is True
+    assert isinstance(policy("write_file", {"path": "a", "content": ""}), Refusal)
+    assert isinstance(ApprovalPolicy("deny", auto_approve={"Bash"})("bash", {}), Refusal)
+
+
 def test_without_a_terminal_the_refusal_does_not_claim_a_person_declined() -> None:
     policy = ApprovalPolicy("ask")
     verdict = policy("bash", {"command": "rm -rf build"})

@@ -189,6 +189,48 @@ def test_plain_view_call_line_appears_only_when_the_result_arrives() -> None:
     assert stream.getvalue() == "✓ bash pytest -q  42 ms  ok\n    │ 3 passed\n    │ in 0.1s\n"
 
 
+def test_a_call_a_hook_rewrote_shows_what_ran_and_what_the_model_asked() -> None:
+    """A PreToolUse hook's ``updatedInput`` is what ran: the call line once showed the model's
+    command beside the output of another one."""
+    stream = io.StringIO()
+    view = PlainView(stream)
+    view(
+        {
+            "event": "tool.call",
+            "round": 1,
+            "id": "t1",
+            "name": "bash",
+            "input": {"command": "rm -r build"},
+        }
+    )
+    view(
+        {
+            "event": "hook.updated_input",
+            "round": 1,
+            "id": "t1",
+            "name": "bash",
+            "input": {"command": "rm -r build --dry-run"},
+            "hook": "python3 safe.py",
+        }
+    )
+    view(
+        {
+            "event": "tool.result",
+            "round": 1,
+            "id": "t1",
+            "name": "bash",
+            "is_error": False,
+            "output": "would remove build",
+            "duration_ms": 5.0,
+        }
+    )
+    assert stream.getvalue().splitlines() == [
+        "✓ bash rm -r build --dry-run  5 ms  ok",
+        "    ↻ input from the PreToolUse hook `python3 safe.py`; the model asked: rm -r build",
+        "    │ would remove build",
+    ]
+
+
 def test_a_long_tool_output_shows_its_first_and_last_lines_and_more_with_verbose() -> None:
     output = "\n".join(f"line {n}" for n in range(1, 101))
     result = {**EVENTS[7], "output": output}

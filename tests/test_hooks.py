@@ -763,6 +763,36 @@ subprocess.Popen(["setsid", "sh", "-c", "exec -a {marker} sleep 300"], start_new
 """
 
 
+def test_a_relative_trace_path_still_lets_every_hook_start_and_block(
+    isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--trace t.jsonl`` is relative to where the person typed it, not to the work directory.
+
+    The hook's sandbox once bound the trace by that relative path from the work directory, so
+    bwrap could not start the hook, the validator never ran and the call it blocks went ahead.
+    """
+    from click.testing import CliRunner
+
+    from orchestrator.cli import cli
+
+    work = isolated
+    (work / "orchestrator.toml").write_text(NO_FORCE, encoding="utf-8")
+    turns: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "bash", "input": {"command": "git push --force; touch pushed"}}]},
+        {"text": "Blocked.", "expect": [{"is_error": True, "contains": "no force pushes here"}]},
+    ]
+    monkeypatch.chdir(work.parent)
+    script = parse_script({"name": "hooks", "turns": turns}, source="test")
+    with MessagesServer(script) as server:
+        env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": server.base_url}
+        args = ["run", "Do it", "--workdir", "work", "--trace", "rel.jsonl", "--trust", "--yes"]
+        done = CliRunner().invoke(cli, args, env=env, standalone_mode=False)
+    assert server.violations == [], done.stderr
+    assert done.return_value == 0, done.stderr
+    assert "failed" not in done.stderr, done.stderr
+    assert not (work / "pushed").exists()
+
+
 def test_a_hook_gets_no_key_and_nothing_it_starts_outlives_it(
     isolated: Path, tmp_path: Path
 ) -> None:

@@ -62,6 +62,14 @@ def test_inert_shows_every_payload_and_obeys_none(name: str) -> None:
     assert shown != f"before {PAYLOADS[name]} after"  # something visible stands in for it
 
 
+def test_inert_shows_half_a_surrogate_pair_as_its_escape() -> None:
+    """A response's JSON may escape half a UTF-16 pair; printed as is, the terminal gets a raw
+    byte (under surrogateescape) or the print fails."""
+    shown = inert("before \ud800evil\udc80 after")
+    assert shown == "before \\ud800evil\\udc80 after"
+    shown.encode("utf-8")
+
+
 def test_inert_keeps_plain_text_tabs_and_newlines() -> None:
     text = "ok\ttabbed\nnext line — ünïcode ✓"
     assert inert(text) is text

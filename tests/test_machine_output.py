@@ -58,6 +58,43 @@ def test_stream_json_ends_with_the_result_json_prints(tmp_path: Path) -> None:
     assert last["run_id"] == lines[0]["run_id"]
 
 
+@pytest.mark.e2e
+def test_json_output_is_utf8_even_when_the_model_sends_half_a_surrogate_pair(
+    tmp_path: Path,
+) -> None:
+    """A response's JSON may escape half a UTF-16 pair (``"\\udc80"``); written as is, stdout
+    carried a raw 0x80 byte that no JSON reader takes. The bytes on stdout are the point, so
+    this runs a real process."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    turns = [{"text": "end \udc80"}]
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+    }
+    with MessagesServer(parse_script({"name": "half", "turns": turns}, source="t")) as server:
+        env.update(
+            ANTHROPIC_API_KEY="test-key",
+            ANTHROPIC_BASE_URL=server.base_url,
+            ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"),
+            ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"),
+        )
+        command = [sys.executable, "-m", "orchestrator", "run", "Go", "--workdir", str(workdir)]
+        done = subprocess.run(
+            [*command, "--yes", "--output-format", "stream-json"],
+            env=env,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]
+    assert lines[-1]["answer"] == "end \udc80"
+    response = next(line for line in lines if line["event"] == "model.response")
+    assert response["content"][0]["text"] == "end \udc80"
+
+
 @pytest.mark.parametrize(
     "flags",
     [

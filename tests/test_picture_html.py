@@ -78,6 +78,17 @@ def test_what_orjson_refuses_is_still_json_the_page_can_read() -> None:
     assert json.loads(json_for_script(value)) == {"big": 2**70, "nan": None, "3": "key"}
 
 
+def test_half_a_surrogate_pair_is_written_as_its_escape_on_both_paths() -> None:
+    """A trace may hold ``"\\udc80"`` (a response's JSON escape); the page must still be UTF-8."""
+    for value in ({"t": "a\udc80b"}, {"t": "a\udc80b", 3: "k"}):
+        text = json_for_script(value)
+        text.encode("utf-8")
+        assert json.loads(text) == {str(key): item for key, item in value.items()}
+    page = document("task \ud800 <b>", {"t": "x\udfff"})
+    page.encode("utf-8")
+    assert "task \ufffd &lt;b&gt;" in page
+
+
 def test_the_policy_lets_nothing_load_and_runs_only_the_inlined_script_and_style() -> None:
     page = document("t", {"kind": "none"}, blocks=[("block-1", {"a": 1})])
     elements = _parsed(page)

@@ -86,6 +86,60 @@ def test_every_line_carries_the_contract_fields(tmp_path: Path) -> None:
     assert events[2]["output"] == "ünïcode ✓\nsecond line"
 
 
+def test_a_lone_surrogate_is_written_as_its_json_escape_and_reads_back(tmp_path: Path) -> None:
+    """Half a UTF-16 pair (``"\\udc80"`` in a response's JSON) cannot be UTF-8; it once ended
+    the run with a traceback from the trace writer. Its JSON escape means the same string."""
+    path = tmp_path / "trace.jsonl"
+    text = "lone \ud800 and \udc80 halves, ünïcode ✓"
+    with open_trace(path, run_id="run-1") as trace:
+        trace.log.info("tool.result", id="toolu_1", output=text)
+        trace.log.info("tool.result", id="toolu_2", output={3: text})  # the exact path
+    raw = path.read_bytes().decode("utf-8")  # valid UTF-8 throughout
+    assert "\\ud800" in raw and "ünïcode ✓" in raw
+    events = _events(path)
+    assert events[0]["output"] == text
+    assert events[1]["output"] == {"3": text}
+
+
+def test_a_model_that_sends_half_a_surrogate_pair_ends_its_run_and_the_run_shows(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    turns = [
+        {
+            "text": "Looking.",
+            "tool_calls": [{"name": "bash", "input": {"command": "echo ok"}}],
+        },
+        {"text": "lone \ud800, end \udc80"},
+    ]
+    script = parse_script({"name": "surrogates", "turns": turns}, source="surrogates.json")
+    trace_path = tmp_path / "trace.jsonl"
+    with MessagesServer(script) as server:
+        env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-x", "ANTHROPIC_BASE_URL": server.base_url}
+        env["ORCHESTRATOR_STATE_DIR"] = str(tmp_path / "state")
+        args: list[str | Path] = [
+            "run",
+            "Go",
+            "--workdir",
+            work,
+            "--trace",
+            trace_path,
+            "--yes",
+            "--max-retries",
+            "0",
+        ]
+        done = run_cli(args, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "end \\udc80" in done.stdout
+    assert _events(trace_path)[-1]["event"] == "run.finished"
+    shown = run_cli(["show", trace_path], env=env)
+    assert shown.returncode == 0 and "lone \\ud800, end" in shown.stdout, shown.stderr
+    page = run_cli(["show", trace_path, "--html", tmp_path / "page.html"], env=env)
+    assert page.returncode == 0, page.stderr
+    assert "udc80" in (tmp_path / "page.html").read_text(encoding="utf-8")
+
+
 def test_a_run_id_is_made_up_when_none_is_given(tmp_path: Path) -> None:
     with open_trace(tmp_path / "a.jsonl") as first, open_trace(tmp_path / "b.jsonl") as second:
         first.log.info("run.started")

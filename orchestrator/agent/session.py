@@ -317,7 +317,8 @@ class Session:
             options.hooks,
             options.workdir,
             session_id=run_id,
-            transcript_path=str(trace),
+            # Absolute: a hook runs in the work directory, not where --trace was typed.
+            transcript_path=str(trace.absolute()),
             secrets=tuple(secrets),
             notice=self.notice,
             sandbox=self.sandbox.sandbox,

@@ -10,7 +10,7 @@ import json
 import shlex
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from orchestrator import report
 from orchestrator.cli._click import InputError
 from orchestrator.config import SETTINGS, Choice
 from orchestrator.signals import StopRecord
+from orchestrator.trace_file import escape_surrogates
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions, Session
@@ -72,6 +73,31 @@ def _setting_options() -> list[Decorator]:
             )
         )
     return options
+
+
+def agent_options(*, cost: str, protect: str) -> Decorator:
+    """``--model``, ``--price-per-mtok``, ``--trust`` and ``--protect``, as team and work take them.
+
+    ``cost`` says what the prices are for, ``protect`` what ``--protect`` keeps from whom.
+    """
+    options = (
+        click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL]."),
+        click.option(
+            "--price-per-mtok",
+            metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
+            default=None,
+            help=f"Dollars per million tokens, for {cost} [the model's list price].",
+        ),
+        click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml."),
+        click.option("--protect", multiple=True, metavar="GLOB", help=protect),
+    )
+
+    def apply(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):  # listed in --help in the order written here
+            command = option(command)
+        return command
+
+    return apply
 
 
 def _shown_default(value: object) -> str:
@@ -275,9 +301,9 @@ def run_once(session: Session, task: str | None) -> int:
     stopped = stopped_record()
     result = session.report_for(outcome, stopped.exit_code if stopped else report.EXIT_INTERRUPTED)
     if session.options.output_format == "stream-json":  # the stream ends with the result
-        echo_safely(json.dumps({**result.as_json(), "event": "result"}, ensure_ascii=False))
+        echo_safely(_json_line({**result.as_json(), "event": "result"}))
     if session.options.output_format == "json":
-        echo_safely(json.dumps(result.as_json(), ensure_ascii=False))
+        echo_safely(_json_line(result.as_json()))
         for line in result.closing_lines()[1:]:  # stdout is the program's; people read stderr
             if line.startswith("! plan unfinished"):
                 echo_safely(line, err=True)
@@ -290,3 +316,8 @@ def run_once(session: Session, task: str | None) -> int:
             if line.startswith("!"):
                 echo_safely(line, err=True)
     return result.exit_code
+
+
+def _json_line(document: Mapping[str, Any]) -> str:
+    """``document`` as one JSON line a program can read: UTF-8, even half a surrogate pair."""
+    return escape_surrogates(json.dumps(document, ensure_ascii=False))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, cast
 import click
 
 from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._common import agent_options
 from orchestrator.cli.work import SCRIPTED_MODEL
 
 if TYPE_CHECKING:
@@ -72,19 +73,9 @@ MAX_WORKERS = 16
     metavar="SECONDS",
     help="With --scripted: seconds before each scripted worker's turn (to watch the team).",
 )
-@click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL].")
-@click.option(
-    "--price-per-mtok",
-    metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
-    default=None,
-    help="Dollars per million tokens, for the closing lines' cost [the model's list price].",
-)
-@click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
-@click.option(
-    "--protect",
-    multiple=True,
-    metavar="GLOB",
-    help="Files no agent may change (gitignore-style, repeatable); a check fails while one "
+@agent_options(
+    cost="the closing lines' cost",
+    protect="Files no agent may change (gitignore-style, repeatable); a check fails while one "
     "differs.",
 )
 @click.pass_context

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._common import agent_options
 from orchestrator.inert import inert
 
 #: The model name a ``--scripted`` worker's sessions run under (what ``demo`` uses too).
@@ -62,19 +63,9 @@ if TYPE_CHECKING:
     default=None,
     help="Write each item's trace in this folder.  [default: the per-user state dir]",
 )
-@click.option("--model", metavar="NAME", default=None, help="Model name [ANTHROPIC_MODEL].")
-@click.option(
-    "--price-per-mtok",
-    metavar="IN,OUT,CACHE_READ,CACHE_WRITE",
-    default=None,
-    help="Dollars per million tokens, for the cost it reports [the model's list price].",
-)
-@click.option("--trust", is_flag=True, help="Trust this folder's orchestrator.toml.")
-@click.option(
-    "--protect",
-    multiple=True,
-    metavar="GLOB",
-    help="Files the agent may not change (gitignore-style, repeatable); a check fails while "
+@agent_options(
+    cost="the cost it reports",
+    protect="Files the agent may not change (gitignore-style, repeatable); a check fails while "
     "one differs.",
 )
 @click.option(

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from orchestrator import __version__
+from orchestrator.trace_file import json_utf8
 
 #: In a JSON text these can only be inside strings, where their escapes mean the same.
 _ESCAPES = (
@@ -46,7 +47,7 @@ def json_for_script(value: Any) -> str:
     except (TypeError, orjson.JSONEncodeError):
         # What orjson refuses (integers past 64 bits, keys that are not strings): json writes
         # it, with the values JSON has no word for made null first.
-        raw = json.dumps(_finite(value), ensure_ascii=False, default=str).encode("utf-8")
+        raw = json_utf8(json.dumps(_finite(value), ensure_ascii=False, default=str))
     for plain, escaped in _ESCAPES:
         raw = raw.replace(plain, escaped)
     return raw.decode("utf-8")
@@ -60,6 +61,11 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_finite(item) for item in value]
     return value
+
+
+def _whole_characters(text: str) -> str:
+    """``text`` with each lone surrogate (half a UTF-16 pair) as U+FFFD, so it can be UTF-8."""
+    return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in text)
 
 
 def _hash(text: str) -> str:
@@ -102,7 +108,7 @@ def document(
         '<meta name="color-scheme" content="light dark">\n',
         # write.py knows a page it may replace by this line (PAGE_MARKER there).
         f'<meta name="generator" content="orchestrator {html.escape(__version__)}">\n',
-        f"<title>{html.escape(title, quote=False)}</title>\n",
+        f"<title>{html.escape(_whole_characters(title), quote=False)}</title>\n",
         f"<style>{style}</style>\n</head>\n<body>\n",
         '<main id="page">\n<noscript><p>This page draws its lanes, charts and lists with its own '
         "inlined script; allow scripts for this file to see them.</p></noscript>\n",
