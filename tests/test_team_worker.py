@@ -196,6 +196,54 @@ def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
     assert "theirs" not in run_git(repo, "show", f"{kept[0]['kept']}:notes/same.md").stdout
 
 
+def test_a_stop_before_an_item_s_session_names_no_commit_of_another_item_as_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ctrl-C while the worker brings its worktree up to the integration branch for its second
+    # item (signals are held there, so it lands as that ends): nothing of #2 was done, and
+    # #2's record must not give #1's commit as the work it left.
+    from orchestrator.agent import load_options
+    from orchestrator.team.worker import Worker, WorkOutput, WorkPlan
+
+    monkeypatch.setenv("ORCHESTRATOR_STATE_DIR", str(tmp_path / "state"))
+    url = _board(tmp_path / "board.db", ITEMS[:2])
+    repo = _repository(tmp_path / "repo")
+    run_git(repo, "branch", "integration", "HEAD")
+    mine = integration.add_worktree(repo, tmp_path / "mine", "w/mine", "integration")
+    real_catch_up = integration.catch_up
+    calls: list[str] = []
+
+    def catch_up(*args: Any) -> str | None:
+        calls.append("catch_up")
+        kept = real_catch_up(*args)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return kept
+
+    monkeypatch.setattr(integration, "catch_up", catch_up)
+    settings = {"board": url, "agent": "me", "approval": "auto", "lease": 30}
+    out = io.StringIO()
+    plan = WorkPlan(
+        url,
+        "me",
+        mine.work_tree,
+        30.0,
+        lambda trace: load_options(mine.work_tree, settings, trace=trace),
+        lambda item, text: ScriptedItem("me", item, text),
+        integrate="integration",
+        trace_dir=tmp_path / "traces",
+    )
+    (tmp_path / "traces").mkdir()
+    result = Worker(plan, WorkOutput(out, as_json=True)).run(lambda: 130)
+    assert result.exit_code == 130, out.getvalue()
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    items = {r["item"]: r for r in records if r["event"] == "work.item"}
+    assert items["1"]["outcome"] == "completed" and items["1"]["commit"]
+    assert items["2"]["outcome"] == "interrupted", items
+    assert not items["2"]["commit"], items  # was #1's commit
+    assert _statuses(url)["2"] == ("pending", None)
+
+
 @pytest.mark.xdist_group("pg")  # the session's one cluster (tests/conftest.py)
 def test_two_workers_in_two_clones_share_one_postgresql_board(
     tmp_path: Path, postgres_cluster: str

@@ -934,6 +934,7 @@ class SqlBoardStore:
             found = _checks(tx)
             checks = {item: command for item, (command, _) in found.items()}
             setters = {item: set_by for item, (_, set_by) in found.items()}
+            _counters(tx)  # a counter no version writes breaks every later add: named here too
             return BoardContents(_all_items(tx), _all_entries(tx), checks, setters)
 
     def log(self, after: int = 0) -> Iterator[LogEntry]:
@@ -1280,6 +1281,15 @@ def _unfinished_by_team(tx: _Transaction) -> dict[str, tuple[str, ...]]:
 def _checks(tx: _Transaction) -> dict[str, tuple[str, str | None]]:
     rows = tx.query("SELECT item, command, set_by FROM {checks}")
     return {item: (command, set_by) for item, command, set_by in map(_check_row, rows)}
+
+
+def _counters(tx: _Transaction) -> None:
+    """Each counter of the meta table a change takes; :class:`StoreError` naming a malformed one."""
+    found = dict(tx.query("SELECT key, value FROM {meta}"))
+    for key, _start in schema.counters():
+        value = found.get(key)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise _malformed("the board's meta table", f"its {key} counter is {_label(value)}")
 
 
 def _all_items(tx: _Transaction) -> tuple[BoardItem, ...]:

@@ -56,6 +56,9 @@ GRACE = 30.0
 #: A worker's lease unless ``--lease`` says otherwise.
 DEFAULT_LEASE = 30.0
 _RECORD = "team.json"
+#: Each move of the integration branch the team was told of, one JSON object a line, written
+#: as it comes: a team killed before its end leaves them for its resume to vouch for.
+_MOVES = "moves.jsonl"
 _EXIT_BY_CODE = {130: signal.SIGINT, 143: signal.SIGTERM, 129: signal.SIGHUP}
 
 __all__ = [
@@ -401,6 +404,44 @@ def _load(folder: Path) -> _Team | None:
         return None
 
 
+def _remember_move(path: Path, found: integration.Move | integration.Sighting) -> None:
+    kind = "move" if isinstance(found, integration.Move) else "sighting"
+    line = json.dumps({"kind": kind, **attrs.asdict(found)}) + "\n"
+    # A record lost to a full disk costs the resume's trust in one step, never the team.
+    with suppress(OSError), path.open("a", encoding="utf-8") as file:
+        file.write(line)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def _moves_of(path: Path) -> tuple[list[integration.Move], list[integration.Sighting]]:
+    """The moves and sightings earlier runs of the team kept (:func:`_remember_move`)."""
+    moves: list[integration.Move] = []
+    sightings: list[integration.Sighting] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return moves, sightings
+    for line in lines:
+        try:
+            data = json.loads(line)
+            if data.get("kind") == "move":
+                moves.append(
+                    integration.Move(
+                        str(data["onto"]), str(data["tip"]), str(data["agent"]), str(data["item"])
+                    )
+                )
+            elif data.get("kind") == "sighting":
+                sightings.append(
+                    integration.Sighting(
+                        str(data["agent"]), str(data["before"]), str(data["after"])
+                    )
+                )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # a line cut short by a kill mid-write: that step stays unvouched for
+    return moves, sightings
+
+
 def _holder(team: _Team) -> str | None:
     """The pid running ``team`` now (its lock is held), or None."""
     from orchestrator.sessions import SessionError, SessionLock
@@ -495,10 +536,14 @@ class _Run:
         #: What the single run's guard protects in the work directory (as tree paths), read
         #: before any agent has run: what the lead's commit and the final merge may not change.
         self.protected = integration.protected_of(home.work_tree, self.allow)
-        #: Each move of the integration branch a worker's harness made, as they come.
+        #: Each move of the integration branch a worker's harness made, as they come (a
+        #: resumed team's earlier runs' too: its lead may have been killed before it checked).
         self.moves: list[integration.Move] = []
         #: Each move of it a worker saw during one of its tool calls.
         self.sightings: list[integration.Sighting] = []
+        if not team.fresh:
+            self.moves, self.sightings = _moves_of(team.folder / _MOVES)
+        self._moves_lock = threading.Lock()
         self.children: list[_Child] = []
         self.places: list[tuple[str, GitPlace]] = []
         self.reports: list[AgentReport] = []
@@ -722,16 +767,25 @@ class _Run:
         """
         if event.get("branch") != self.team.integration:
             return
+        found: integration.Move | integration.Sighting
         if event["event"] == "work.merged":
             onto, tip = str(event.get("onto") or ""), str(event.get("tip") or "")
-            if onto and tip:
-                self.moves.append(
-                    integration.Move(onto, tip, child.agent, str(event.get("item") or "?"))
-                )
-            return
-        before, after = str(event.get("before") or ""), str(event.get("after") or "")
-        if before and after:
-            self.sightings.append(integration.Sighting(child.agent, before, after))
+            if not (onto and tip):
+                return
+            found = integration.Move(onto, tip, child.agent, str(event.get("item") or "?"))
+        else:
+            before, after = str(event.get("before") or ""), str(event.get("after") or "")
+            if not (before and after):
+                return
+            found = integration.Sighting(child.agent, before, after)
+        with self._moves_lock:
+            if isinstance(found, integration.Move):
+                self.moves.append(found)
+            else:
+                self.sightings.append(found)
+            # Kept in the team's folder (outside every worker's sandbox) before anything else:
+            # a lead killed now leaves its resume the steps it cannot see again.
+            _remember_move(self.team.folder / _MOVES, found)
 
     def _show(self, short: str, lines: EventLines, event: Mapping[str, Any]) -> None:
         for text, _style in lines.lines(event):

@@ -414,6 +414,9 @@ class Worker:
         self.out.record(
             {"event": "work.claimed", "item": item.id, "text": item.text, "resumed": resumed}
         )
+        # None until the item's own start is known: a stop while catching up has no commit of
+        # this item to name (the previous item's start would name that item's commit).
+        self._started_at = None
         kept = self._catch_up(item)
         self._started_at = self._head()
         if self._place is not None:
@@ -874,6 +877,8 @@ class Worker:
         return None if self._place is None else integration.rev(self._place, "HEAD")
 
     def _new_head(self) -> str | None:
+        if self._started_at is None:
+            return None
         head = self._head()
         return head if head is not None and head != self._started_at else None
 
