@@ -128,7 +128,7 @@ def _text(value: object) -> str:
 
 
 def _lease(value: object) -> float:
-    """A claim's lease on a shared board, by the board's own rule (finite, above 0, ≤ 24 h)."""
+    """A claim's lease on a shared board, by the board's own rule (finite, 1 s to 24 h)."""
     from orchestrator.board.inputs import LEASE_RULE, lease_problem
 
     try:
@@ -644,7 +644,7 @@ SETTINGS: tuple[_Setting, ...] = (
         120.0,
         ("ORCHESTRATOR_LEASE",),
         help="Seconds a claim on a shared board holds unless renewed (the run renews it); "
-        "above 0, at most 86400 (24 h).",
+        "1 to 86400 (24 h).",
     ),
     _Setting(
         "price_per_mtok",

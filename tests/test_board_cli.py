@@ -199,10 +199,11 @@ def test_unopenable_paths_fail_at_once(tmp_path: Path, monkeypatch: pytest.Monke
         (("claim", "URL", "--agent", "bad\x1bname"), "control character"),
         (("claim", "URL", "--agent", "person:mallory"), "marks a person"),
         (("claim", "URL", "--agent", " alice"), "starts or ends with a space"),
-        (("claim", "URL", "--agent", "bob", "--lease", "nan"), "above 0 and finite"),
-        (("claim", "URL", "--agent", "bob", "--lease", "inf"), "above 0 and finite"),
-        (("claim", "URL", "--agent", "bob", "--lease", "0"), "above 0 and finite"),
-        (("claim", "URL", "--agent", "bob", "--lease", "-1"), "above 0 and finite"),
+        (("claim", "URL", "--agent", "bob", "--lease", "nan"), "at least 1 and at most 86400"),
+        (("claim", "URL", "--agent", "bob", "--lease", "inf"), "at least 1 and at most 86400"),
+        (("claim", "URL", "--agent", "bob", "--lease", "0"), "at least 1 and at most 86400"),
+        (("claim", "URL", "--agent", "bob", "--lease", "-1"), "at least 1 and at most 86400"),
+        (("claim", "URL", "--agent", "bob", "--lease", "0.001"), "at least 1 and at most 86400"),
         (("claim", "URL", "--agent", "bob", "--lease", "soon"), "not a number of seconds"),
         (("add", "URL", "two\nlines"), "line break"),
         (("add", "URL", "a\x1b]52;c;bad\x07b"), "control character"),
@@ -241,8 +242,11 @@ def test_bad_input_is_one_line_and_changes_nothing(
     [
         (("--agent", "person:mallory"), "--agent: agent must be a name of printable characters"),
         (("--agent", "a\x07b"), "--agent: agent must be a name of printable characters"),
-        (("--agent", "alice", "--lease", "nan"), "--lease: lease must be a number of seconds"),
-        (("--agent", "alice", "--lease", "0"), "--lease: lease must be a number of seconds"),
+        (
+            ("--agent", "alice", "--lease", "nan"),
+            "--lease: lease must be a finite number of seconds",
+        ),
+        (("--agent", "alice", "--lease", "0"), "--lease: lease must be a finite number of seconds"),
     ],
 )
 def test_a_run_on_a_shared_board_takes_the_same_names_and_leases(

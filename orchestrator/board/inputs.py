@@ -99,19 +99,23 @@ def one_line(text: str) -> str:
     return text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\r")
 
 
+#: The shortest lease: a heartbeat renews every third of it, and a database takes its time.
+MIN_LEASE = 1.0
 #: What a lease may be, in the words every refusal of one uses.
-LEASE_RULE = f"a number of seconds above 0 and finite, at most {MAX_LEASE:.0f} (24 h)"
+LEASE_RULE = (
+    f"a finite number of seconds, at least {MIN_LEASE:g} and at most {MAX_LEASE:.0f} (24 h)"
+)
 
 
 def lease_problem(lease: object) -> str | None:
-    """Why ``lease`` cannot be a claim's lease in seconds, or None: finite, above 0, ≤ 24 h.
+    """Why ``lease`` cannot be a claim's lease in seconds, or None: finite, 1 s to 24 h.
 
     Every front end that takes a lease (``board claim --lease``, the ``lease`` setting behind
     ``run``, ``team`` and ``work --lease``, the store itself) asks this one rule.
     """
     if isinstance(lease, bool) or not isinstance(lease, int | float):
         return f"a lease is a number of seconds, got {type(lease).__name__}"
-    if not math.isfinite(lease) or lease <= 0 or lease > MAX_LEASE:
+    if not math.isfinite(lease) or lease < MIN_LEASE or lease > MAX_LEASE:
         return f"a lease is {LEASE_RULE}, got {lease:g}"
     return None
 

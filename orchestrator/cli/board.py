@@ -46,7 +46,7 @@ def _agent_name(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 def _lease(ctx: click.Context, param: click.Parameter, value: str) -> float:
-    """Seconds a claim holds: finite, above 0, at most 24 h (``nan`` and ``inf`` are refused)."""
+    """Seconds a claim holds: finite, 1 s to 24 h (``nan`` and ``inf`` are refused)."""
     from orchestrator.board.inputs import lease_problem
 
     try:
@@ -395,8 +395,7 @@ def _new_sqlite_file(url: str) -> Path | None:
     callback=_lease,
     default="120",
     metavar="SECONDS",
-    help="Seconds the claim holds unless renewed (claiming it again renews it); above 0, at "
-    "most 86400 (24 h).",
+    help="Seconds the claim holds unless renewed (claiming it again renews it); 1 to 86400 (24 h).",
 )
 @_as_json
 def claim(url: str, item_id: str | None, agent: str, lease: float, as_json: bool) -> int:
