@@ -439,10 +439,13 @@ def test_a_killed_lead_takes_its_workers_with_it_and_a_resume_finishes(tmp_path:
         assert isinstance(found, re.Match)
         _wait_gone(int(found[1]))  # each worker stopped when its lead died
     url = f"sqlite:///{next((tmp_path / 'state' / 'team').glob('*/board.db'))}"
-    resumed = _cli(["team", "--resume", url, "--workdir", str(work)], tmp_path)
+    # The same command again (no --board) goes on with that team, on its board.
+    resumed = _cli([*args, "--workdir", str(work)], tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "resuming team" in resumed.stdout
     assert sorted(p.name for p in (work / "notes").iterdir()) == NOTES
     assert "(board check: ok)" in resumed.stdout
+    assert len(list((tmp_path / "state" / "team").glob("*/team.json"))) == 1
     # A team whose items are all done but which never merged them (its lead killed in
     # between) is still a team to resume: its record says it did not end.
     record = next((tmp_path / "state" / "team").glob("*/team.json"))

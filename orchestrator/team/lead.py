@@ -320,13 +320,20 @@ def _the_team(plan: TeamPlan) -> _Team:
     from orchestrator.board.stores import sqlite_url
     from orchestrator.trace import new_run_id
 
-    owners = _unfinished_teams(plan.board, resume=plan.resume) if plan.board is not None else {}
-    if plan.resume and not owners and plan.board is not None:
+    board, again = plan.board, False
+    if board is None and not plan.resume and plan.task:
+        # The same command again: without --board each new team makes a board of its own, so
+        # the team that ran this task here and never ended is found by its record instead.
+        same = [team for team in _unended(plan.base, None, plan.workdir) if team.task == plan.task]
+        if same:
+            board, again = same[-1].board, True
+    owners = _unfinished_teams(board, resume=plan.resume or again) if board is not None else {}
+    if (plan.resume or again) and not owners and board is not None:
         # Every item done, but the team never ended (its lead was killed before the merge):
         # its record says so, and a resume merges what its workers did.
-        owners = {record.id: () for record in _unended(plan.base, plan.board, plan.workdir)}
+        owners = {record.id: () for record in _unended(plan.base, board, plan.workdir)}
     if plan.resume and not owners:
-        shown = plan.board or "(no --board)"
+        shown = board or "(no --board)"
         raise TeamError(f"--resume {shown}: no unfinished team on that board to resume")
     if owners:
         found, items = next(iter(owners.items()))
@@ -334,7 +341,7 @@ def _the_team(plan: TeamPlan) -> _Team:
         names = ", ".join(f"#{item}" for item in items[:8]) or "(all done, not merged)"
         if record is None:
             raise TeamError(
-                f"{plan.board}: items {names} belong to team {found}, unfinished, which did "
+                f"{board}: items {names} belong to team {found}, unfinished, which did "
                 f"not start here; resume it where it runs, or give this team its own board "
                 "(another file, or ?board=NAME in a PostgreSQL URL)"
             )
@@ -342,7 +349,7 @@ def _the_team(plan: TeamPlan) -> _Team:
             raise TeamError(_running(record, holder))
         if Path(record.workdir) != plan.workdir.resolve():
             raise TeamError(
-                f"{plan.board}: items {names} belong to team {found}, unfinished, working in "
+                f"{board}: items {names} belong to team {found}, unfinished, working in "
                 f"{record.workdir}; resume it there, or give this team its own board"
             )
         return attrs.evolve(record, fresh=False)
@@ -370,18 +377,26 @@ def _unfinished_teams(url: str, *, resume: bool = False) -> dict[str, tuple[str,
         return store.teams()
 
 
-def _unended(base: Path, board: str, workdir: Path) -> list[_Team]:
-    """The teams recorded here on ``board`` for ``workdir`` that never ran to their end."""
+def _unended(base: Path, board: str | None, workdir: Path) -> list[_Team]:
+    """The teams recorded here that never ran to their end, the latest recorded last.
+
+    Those that worked in ``workdir``, on ``board`` when it is given.
+    """
     try:
-        folders = sorted(base.iterdir())
+        records = sorted(
+            (record.stat().st_mtime, record.parent) for record in base.glob(f"*/{_RECORD}")
+        )
     except OSError:
         return []
-    found = (_load(folder) for folder in folders if (folder / _RECORD).is_file())
     where = str(workdir.resolve())
+    found = (_load(folder) for _, folder in records)
     return [
         team
         for team in found
-        if team is not None and team.board == board and team.workdir == where and not team.finished
+        if team is not None
+        and board in (None, team.board)
+        and team.workdir == where
+        and not team.finished
     ]
 
 
