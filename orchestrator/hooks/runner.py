@@ -10,13 +10,13 @@ them (:func:`_combined`), in the order the hooks are configured.
 
 Hooks run inside the sandbox bash runs in, by default: the work directory writable, the trace
 and the files the command names readable, an environment without the key or any secret, and
-nothing it starts outliving it (bwrap's pid namespace; a per-call subreaper elsewhere). A hook
-with ``outside = true`` runs with the user's rights instead (still without the secrets). Every
-hook runs with ``PYTHONSAFEPATH=1``: a ``python3 hook.py`` never imports a module the model
-planted beside it. A hook whose script in the work directory differs from what a person
-trusted, or changed during the run, does not run; nor does an outside hook whose command runs
-something from the work directory that cannot be pinned (:mod:`orchestrator.pinning`). The run
-says so and ends with exit code 3.
+nothing it starts outliving it (a per-call subreaper, which under bwrap also waits out the pid
+namespace). A hook with ``outside = true`` runs with the user's rights instead (still without
+the secrets). Every hook runs with ``PYTHONSAFEPATH=1``: a ``python3 hook.py`` never imports a
+module the model planted beside it. A hook whose script in the work directory differs from what
+a person trusted, or changed during the run, does not run; nor does an outside hook whose
+command runs something from the work directory that cannot be pinned
+(:mod:`orchestrator.pinning`). The run says so and ends with exit code 3.
 """
 
 from __future__ import annotations
@@ -372,8 +372,10 @@ class HookRunner:
         sandbox = self._sandbox_for(hook)
         source = {**os.environ, PROJECT_DIR: str(self.cwd)}
         argv, env = sandbox.command(command, source, extra_env=SAFE_PYTHON)
-        if sandbox.mode != "bwrap":
-            argv = with_reaper(argv)  # bwrap's pid namespace ends what the hook started
+        # Under bwrap too: bwrap ends as soon as the hook's own process does, while the kernel
+        # is still killing what the hook left in its pid namespace. The reaper adopts the
+        # namespace's init and returns once all of it is gone.
+        argv = with_reaper(argv)
         return launcher(argv, sandbox.policy.limits, None), self._without_secrets(env)
 
     def _sandbox_for(self, hook: Hook) -> Sandbox:
