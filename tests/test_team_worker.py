@@ -8,8 +8,9 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -19,6 +20,10 @@ from orchestrator.harness_git import run_git
 from orchestrator.team import integration
 from orchestrator.team.scripted import ScriptedItem, note_path
 from tests.test_team import Running, _cli
+
+if TYPE_CHECKING:
+    from orchestrator.protocols import Model
+    from orchestrator.team.worker import WorkPlan
 
 # Worker processes on real boards (one on PostgreSQL): the e2e layer (docs/development.md).
 pytestmark = pytest.mark.e2e
@@ -143,8 +148,7 @@ class _Meanwhile(ScriptedItem):
 def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from orchestrator.agent import load_options
-    from orchestrator.team.worker import Worker, WorkOutput, WorkPlan
+    from orchestrator.team.worker import Worker, WorkOutput
 
     monkeypatch.setenv("ORCHESTRATOR_STATE_DIR", str(tmp_path / "state"))
     url = _board(tmp_path / "board.db", (("Write notes/same.md", ()),))
@@ -161,17 +165,9 @@ def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
         assert integration.merge_into(other, "integration", commit, "merge #9").ok
 
     calls = [other_worker_lands_first, None]
-    settings = {"board": url, "agent": "me", "approval": "auto", "lease": 30}
     out = io.StringIO()
-    plan = WorkPlan(
-        url,
-        "me",
-        mine.work_tree,
-        30.0,
-        lambda trace: load_options(mine.work_tree, settings, trace=trace),
-        lambda item, text: _Meanwhile(calls.pop(0), "me", item, text),
-        integrate="integration",
-        trace_dir=tmp_path / "traces",
+    plan = _integrating_plan(
+        url, mine.work_tree, tmp_path, lambda item, text: _Meanwhile(calls.pop(0), "me", item, text)
     )
     (tmp_path / "traces").mkdir()
     result = Worker(plan, WorkOutput(out, as_json=True)).run(lambda: 130)
@@ -196,14 +192,33 @@ def test_a_conflict_puts_the_item_back_and_a_try_from_the_new_tip_completes_it(
     assert "theirs" not in run_git(repo, "show", f"{kept[0]['kept']}:notes/same.md").stdout
 
 
+def _integrating_plan(
+    url: str, work_tree: Path, tmp_path: Path, model: Callable[[str, str], Model]
+) -> WorkPlan:
+    """Worker ``me`` in ``work_tree``, merging into ``integration``, traces in tmp/traces."""
+    from orchestrator.agent import load_options
+    from orchestrator.team.worker import WorkPlan
+
+    settings = {"board": url, "agent": "me", "approval": "auto", "lease": 30}
+    return WorkPlan(
+        url,
+        "me",
+        work_tree,
+        30.0,
+        lambda trace: load_options(work_tree, settings, trace=trace),
+        model,
+        integrate="integration",
+        trace_dir=tmp_path / "traces",
+    )
+
+
 def test_a_stop_before_an_item_s_session_names_no_commit_of_another_item_as_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Ctrl-C while the worker brings its worktree up to the integration branch for its second
     # item (signals are held there, so it lands as that ends): nothing of #2 was done, and
     # #2's record must not give #1's commit as the work it left.
-    from orchestrator.agent import load_options
-    from orchestrator.team.worker import Worker, WorkOutput, WorkPlan
+    from orchestrator.team.worker import Worker, WorkOutput
 
     monkeypatch.setenv("ORCHESTRATOR_STATE_DIR", str(tmp_path / "state"))
     url = _board(tmp_path / "board.db", ITEMS[:2])
@@ -221,17 +236,9 @@ def test_a_stop_before_an_item_s_session_names_no_commit_of_another_item_as_its_
         return kept
 
     monkeypatch.setattr(integration, "catch_up", catch_up)
-    settings = {"board": url, "agent": "me", "approval": "auto", "lease": 30}
     out = io.StringIO()
-    plan = WorkPlan(
-        url,
-        "me",
-        mine.work_tree,
-        30.0,
-        lambda trace: load_options(mine.work_tree, settings, trace=trace),
-        lambda item, text: ScriptedItem("me", item, text),
-        integrate="integration",
-        trace_dir=tmp_path / "traces",
+    plan = _integrating_plan(
+        url, mine.work_tree, tmp_path, lambda item, text: ScriptedItem("me", item, text)
     )
     (tmp_path / "traces").mkdir()
     result = Worker(plan, WorkOutput(out, as_json=True)).run(lambda: 130)
