@@ -19,6 +19,11 @@ lint: install
 	$(VENV)/bin/ruff format --check orchestrator tests
 	$(VENV)/bin/mypy
 
+# Some machines set PYTHONDONTWRITEBYTECODE=1 for everything: then pytest rewrites every test
+# module's asserts again on each run (over ten CPU-seconds a worker) and nothing imported is
+# cached. The checkout's __pycache__ folders are git-ignored, so the targets here keep them.
+unexport PYTHONDONTWRITEBYTECODE
+
 # The suite's layers and what each may spend: docs/development.md. Two workers; the PostgreSQL
 # tests share one worker (--dist loadgroup) and so one cluster. Each run ends with its ten
 # slowest tests, so a test that outgrows its layer shows at once.
