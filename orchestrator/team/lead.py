@@ -474,7 +474,9 @@ def _holder(team: _Team) -> str | None:
 
 
 def _running(team: _Team, holder: str) -> str:
-    if holder.isdigit() and not _alive(int(holder)):
+    from orchestrator.tools._reaper import running as process_running
+
+    if holder.isdigit() and not process_running(int(holder)):
         # The lock outlives its lead while workers it started still hold it (:mod:`._lifeline`).
         return (
             f"{team.board}: team {team.id}'s lead (pid {holder}) is gone but its workers are "
@@ -486,16 +488,6 @@ def _running(team: _Team, holder: str) -> str:
         "wait for it, or give this team its own board (another file, or ?board=NAME in a "
         "PostgreSQL URL)"
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # --- one run of the team ---------------------------------------------------------------------

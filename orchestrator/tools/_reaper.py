@@ -37,6 +37,17 @@ def process_ids() -> list[int]:
         return []  # no /proc: the process-group kill is all that is left
 
 
+def running(pid: int) -> bool:
+    """Whether ``pid`` names a live process (one we may not signal counts: it is there)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
 def descendants(roots: Iterable[int]) -> set[int]:
     """Every live process below ``roots`` in the process tree."""
     children: dict[int, list[int]] = {}

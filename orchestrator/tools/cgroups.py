@@ -30,6 +30,8 @@ from pathlib import Path
 
 import attrs
 
+from orchestrator.tools._reaper import running
+
 #: The limits a call's group can carry.
 CONTROLLERS = ("pids", "memory")
 _KILL_SECONDS = 2.0
@@ -243,7 +245,7 @@ def abandoned_groups(controllers: Controllers) -> list[CallGroup]:
             continue
         for name in names:
             owner = _owner(name)
-            if owner is not None and owner != os.getpid() and not _running(owner):
+            if owner is not None and owner != os.getpid() and not running(owner):
                 found.append(CallGroup((hierarchy.parent / name,)))
     return found
 
@@ -278,16 +280,6 @@ def _owner(name: str) -> int | None:
         return None
     pid = int(parts[1])
     return pid if 0 < pid <= _PID_MAX_LIMIT else None
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True
 
 
 def create_call_group(
