@@ -18,6 +18,22 @@ START = {"items": [{"id": "1", "text": "Say hi", "status": "in_progress"}]}
 DONE = {"items": [{"id": "1", "status": "completed"}], "merge": True}
 
 
+def _environment(server: MessagesServer, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """This process's environment without its own key or settings, pointed at ``server``."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
+    }
+    return {
+        **env,
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": server.base_url,
+        "ORCHESTRATOR_CONFIG_DIR": str(tmp_path / "config"),
+        **extra,
+    }
+
+
 def _run(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     workdir = tmp_path / "work"
     workdir.mkdir(exist_ok=True)
@@ -26,17 +42,8 @@ def _run(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess[str]:
         {"tool_calls": [{"name": "todo", "input": DONE}]},
         {"text": "hi"},
     ]
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
-    }
     with MessagesServer(parse_script({"name": "out", "turns": turns}, source="t")) as server:
-        env.update(
-            ANTHROPIC_API_KEY="test-key",
-            ANTHROPIC_BASE_URL=server.base_url,
-            ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"),
-        )
+        env = _environment(server, tmp_path)
         trace = str(tmp_path / f"{len(list(tmp_path.glob('*.jsonl')))}.jsonl")
         command = ["run", "Say hi", "--workdir", str(workdir), "--yes", "--trace", trace]
         return run_cli([*command, *flags], env=env)
@@ -68,18 +75,8 @@ def test_json_output_is_utf8_even_when_the_model_sends_half_a_surrogate_pair(
     workdir = tmp_path / "work"
     workdir.mkdir()
     turns = [{"text": "end \udc80"}]
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("ANTHROPIC_", "ORCHESTRATOR_"))
-    }
     with MessagesServer(parse_script({"name": "half", "turns": turns}, source="t")) as server:
-        env.update(
-            ANTHROPIC_API_KEY="test-key",
-            ANTHROPIC_BASE_URL=server.base_url,
-            ORCHESTRATOR_CONFIG_DIR=str(tmp_path / "config"),
-            ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"),
-        )
+        env = _environment(server, tmp_path, ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"))
         command = [sys.executable, "-m", "orchestrator", "run", "Go", "--workdir", str(workdir)]
         done = subprocess.run(
             [*command, "--yes", "--output-format", "stream-json"],
