@@ -8,7 +8,6 @@ lines for pipes and ``NO_COLOR``; :class:`JsonView` streams the events themselve
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 import time
@@ -40,7 +39,7 @@ from orchestrator.plan import (
     render_items,
 )
 from orchestrator.shorten import shorten_command
-from orchestrator.trace_file import escape_surrogates
+from orchestrator.trace_file import json_text
 from orchestrator.transcript import format_duration, tool_verdict
 
 if TYPE_CHECKING:
@@ -357,8 +356,7 @@ class JsonView:
         return None  # the text arrives whole in model.response
 
     def __call__(self, event: Mapping[str, Any]) -> None:
-        line = json.dumps(event, ensure_ascii=False, default=str)
-        self._stream.write(escape_surrogates(line) + "\n")  # stdout stays UTF-8
+        self._stream.write(json_text(event) + "\n")  # stdout stays UTF-8
         self._stream.flush()
 
 

@@ -38,6 +38,15 @@ def json_utf8(text: str) -> bytes:
         return escape_surrogates(text).encode("utf-8")
 
 
+def json_text(value: Any) -> str:
+    """``value`` as one line of JSON that can be written as UTF-8 (``default=str``).
+
+    What the JSON outputs on stdout print: readable even when a text in it holds half a
+    surrogate pair.
+    """
+    return escape_surrogates(json.dumps(value, ensure_ascii=False, default=str))
+
+
 def escape_surrogates(text: str) -> str:
     """JSON ``text`` with each lone surrogate as its JSON escape, so it can be written as UTF-8."""
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -6,11 +6,10 @@ one line on stderr, exit code 2, never a traceback.
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from orchestrator import report
 from orchestrator.cli._click import InputError
 from orchestrator.config import SETTINGS, Choice
 from orchestrator.signals import StopRecord
-from orchestrator.trace_file import escape_surrogates
+from orchestrator.trace_file import json_text
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions, Session
@@ -301,9 +300,9 @@ def run_once(session: Session, task: str | None) -> int:
     stopped = stopped_record()
     result = session.report_for(outcome, stopped.exit_code if stopped else report.EXIT_INTERRUPTED)
     if session.options.output_format == "stream-json":  # the stream ends with the result
-        echo_safely(_json_line({**result.as_json(), "event": "result"}))
+        echo_safely(json_text({**result.as_json(), "event": "result"}))
     if session.options.output_format == "json":
-        echo_safely(_json_line(result.as_json()))
+        echo_safely(json_text(result.as_json()))
         for line in result.closing_lines()[1:]:  # stdout is the program's; people read stderr
             if line.startswith("! plan unfinished"):
                 echo_safely(line, err=True)
@@ -316,8 +315,3 @@ def run_once(session: Session, task: str | None) -> int:
             if line.startswith("!"):
                 echo_safely(line, err=True)
     return result.exit_code
-
-
-def _json_line(document: Mapping[str, Any]) -> str:
-    """``document`` as one JSON line a program can read: UTF-8, even half a surrogate pair."""
-    return escape_surrogates(json.dumps(document, ensure_ascii=False))

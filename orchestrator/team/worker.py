@@ -28,7 +28,6 @@ records, which is how ``team`` follows its workers.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -46,6 +45,7 @@ from orchestrator.inert import inert
 from orchestrator.plan import Status
 from orchestrator.protocols import CheckResult, JSONObject
 from orchestrator.team import integration
+from orchestrator.trace_file import json_text
 
 if TYPE_CHECKING:
     from orchestrator.agent import RunOptions, Session
@@ -135,7 +135,7 @@ class WorkOutput:
 
     def record(self, event: JSONObject) -> None:
         if self.as_json:
-            self._write(json.dumps(event, ensure_ascii=False, default=str))
+            self._write(json_text(event))
             return
         text = describe(event)
         if text:
