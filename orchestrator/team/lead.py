@@ -896,7 +896,9 @@ class _Run:
             for item, agent in verdict.outsiders
         )
         not_merged = (*self.refusals, *not_merged, *problems, *outside)
-        reports = _with_items(self.reports, team.board)
+        # Credit is the board's: each report with the items its agent completed, by the log.
+        credit = verdict.completed
+        reports = [attrs.evolve(r, completed=credit.get(r.agent, ())) for r in self.reports]
         return TeamResult(
             team.id,
             tuple(reports),
@@ -1092,6 +1094,8 @@ class _Verdict:
     unfinished: tuple[str, ...]
     #: This team's items completed by an agent of no team's or another's: (item, agent).
     outsiders: tuple[tuple[str, str], ...]
+    #: The items each agent completed, by the board's log (the closing lines' credit).
+    completed: Mapping[str, tuple[str, ...]]
 
 
 def _board_verdict(url: str, team: str) -> _Verdict:
@@ -1111,8 +1115,13 @@ def _board_verdict(url: str, team: str) -> _Verdict:
         if item.id in ours and str(item.status) not in ("completed", "cancelled")
     )
     completer: dict[str, str] = {}
+    completed: dict[str, list[str]] = {}
     for entry in contents.log:
-        if entry.item in ours and entry.dst == "completed":
+        if entry.dst != "completed":
+            continue
+        if entry.agent:
+            completed.setdefault(entry.agent, []).append(entry.item)
+        if entry.item in ours:
             completer[entry.item] = entry.agent or "?"
     done = {item.id for item in contents.items if str(item.status) == "completed"}
     # Their work is wherever they did it, not on this team's integration branch.
@@ -1121,19 +1130,12 @@ def _board_verdict(url: str, team: str) -> _Verdict:
         for item, agent in completer.items()
         if item in done and team_of(agent) != team
     )
-    return _Verdict("ok" if violation is None else str(violation), unfinished, outsiders)
-
-
-def _with_items(reports: Sequence[AgentReport], url: str) -> list[AgentReport]:
-    """Each report with the items its agent completed, as the board's log says."""
-    from orchestrator.board.stores import open_store
-
-    completed: dict[str, list[str]] = {}
-    with open_store(url) as store:
-        for entry in store.log():
-            if entry.dst == "completed" and entry.agent:
-                completed.setdefault(entry.agent, []).append(entry.item)
-    return [attrs.evolve(r, completed=tuple(completed.get(r.agent, ()))) for r in reports]
+    return _Verdict(
+        "ok" if violation is None else str(violation),
+        unfinished,
+        outsiders,
+        {agent: tuple(items) for agent, items in completed.items()},
+    )
 
 
 class _Prefixed:
