@@ -230,12 +230,12 @@ def _become(request: Mapping[str, object]) -> None:
     os.environ.update(env)
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again, from this run's environment
     sys.argv = ["-m", *argv]  # runpy puts the module's path in argv[0]
-    sys.path[0] = os.getcwd()  # what -m puts first
+    sys.path.insert(0, os.getcwd())  # what -m puts first
 
 
 def main() -> None:
     # The script's own folder (tests/) is not where a harness looks for modules.
-    sys.path[0] = os.getcwd()
+    del sys.path[0]
     import importlib
 
     for name in _WARM_MODULES:
