@@ -13,6 +13,9 @@ import pytest
 
 from tests.warm_harness import WarmHarness
 
+# A warm interpreter and fresh harness processes: the e2e layer (docs/development.md).
+pytestmark = pytest.mark.e2e
+
 # A module the child runs as ``python -m probe``: it says what it sees, then ends as told.
 _PROBE = """
 import json, os, signal, sys, tempfile, time
