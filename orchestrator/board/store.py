@@ -1,9 +1,10 @@
 """A shared board in a SQL store: SQLite embedded, PostgreSQL for agents on several machines.
 
-Every change is a transition of the item machine (:class:`orchestrator.plan.ItemMachine`, the
-same table and trigger names as a board of one agent), fired on a model whose guards read the
-store inside the change's own transaction, and appended to the store's log in that
-transaction. The log is append-only: items are never deleted, and an id once given is stable.
+Every change is a transition of the item machine
+(:class:`orchestrator.item_machine.ItemMachine`, the same table and trigger names as a board of
+one agent), fired on a model whose guards read the store inside the change's own transaction,
+and appended to the store's log in that transaction. The log is append-only: items are never
+deleted, and an id once given is stable.
 Besides the machine's edges the log holds two kinds of line that change no status: ``edit``
 (a person changed an item's text, blockers or check) and ``check`` (an item's check was run:
 command, exit code, duration, by whom). ``board check`` replays all of them
@@ -49,7 +50,7 @@ from orchestrator.board.inputs import (
     text_problem,
 )
 from orchestrator.board.schema import Tables
-from orchestrator.plan import ITEM_TRANSITIONS, ItemMachine, Status
+from orchestrator.item_machine import ITEM_TRANSITIONS, ItemMachine, Status
 
 #: How long a claim holds without renewal, by default (``--lease``).
 DEFAULT_LEASE = 120.0
