@@ -265,13 +265,28 @@ class _Transaction:
         self._cursor, self._sql, self.now = cursor, sql, now
         self.appended: list[LogEntry] = []
         self._seq: int | None = None
+        self._ts: str | None = None
+        #: An agent's in-progress rows, read once until the transaction next writes: a claim
+        #: reads them, and the start edge's guard asks the same again.
+        self._held: dict[str | None, list[Any]] = {}
 
     def query(self, text: str, *params: Any) -> list[Any]:
         self._cursor.execute(self._sql(text), params)
         return self._cursor.fetchall()
 
     def run(self, text: str, *params: Any) -> None:
+        self._held.clear()
         self._cursor.execute(self._sql(text), params)
+
+    def held(self, agent: str | None) -> list[Any]:
+        """The rows of the items ``agent`` has in progress."""
+        rows = self._held.get(agent)
+        if rows is None:
+            rows = self._held[agent] = self.query(
+                f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress' AND owner = ?",
+                agent,
+            )
+        return rows
 
     def take(self, key: str) -> int:
         """The next number of a counter (ids, log seq, positions)."""
@@ -310,7 +325,10 @@ class _Transaction:
             self._seq = last or 0
         self._seq += 1
         seq = self._seq
-        ts = dt.datetime.fromtimestamp(self.now, dt.UTC).isoformat(timespec="microseconds")
+        if self._ts is None:  # every line of a transaction has its time
+            when = dt.datetime.fromtimestamp(self.now, dt.UTC)
+            self._ts = when.isoformat(timespec="microseconds")
+        ts = self._ts
         blockers = None if blocked_by is None else tuple(blocked_by)
         self.run(
             f"INSERT INTO {{log}} ({_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -499,11 +517,7 @@ class _StoredItem:
     def no_other_item_in_progress(self, event: EventData) -> bool:
         # On a shared board the rule holds per owner: each agent works one item at a time.
         assert self.tx is not None and self.row is not None
-        return not self.tx.query(
-            "SELECT id FROM {items} WHERE status = 'in_progress' AND owner = ? AND id <> ?",
-            self.actor,
-            self.row.id,
-        )
+        return all(row[0] == self.row.id for row in self.tx.held(self.actor))
 
     def dependencies_completed(self, event: EventData) -> bool:
         assert self.tx is not None and self.row is not None
@@ -725,10 +739,7 @@ class BoardChange:
         _refuse(lease_problem(lease), item_id)
         tx = self._tx
         if item_id is None:
-            held = tx.query(
-                f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress' AND owner = ?",
-                agent,
-            )
+            held = tx.held(agent)
             # An agent that holds an item (a restarted worker) gets it back, renewed.
             row = _item(held[0]) if held else _next_ready(tx)
             item_id = row.id
@@ -1420,7 +1431,7 @@ def _refused(tx: _Transaction, row: BoardItem, trigger: str, actor: str | None) 
         if waiting:
             names = ", ".join(f"#{b}" for b in waiting)
             return BoardError(f"item #{row.id} is blocked by {names}; finish those first", row.id)
-        held = tx.query("SELECT id FROM {items} WHERE status = 'in_progress' AND owner = ?", actor)
+        held = tx.held(actor)
         if held:
             return BoardError(
                 f"{actor} already holds #{held[0][0]}; complete or release it before claiming "
@@ -1435,31 +1446,36 @@ _PAGE = 8
 
 
 def _next_ready(tx: _Transaction) -> BoardItem:
-    """The first pending item in board order whose blockers are all completed."""
+    """The first pending item in board order whose blockers are all completed.
+
+    The first item alone is read first: it is the one most claims take (the writer holds the
+    board's lock meanwhile, so every row read that is not used costs every waiting agent).
+    """
     after: int | None = None
     pending = 0
+    size = 1
     while True:
         if after is None:
             page = tx.query(
                 f"SELECT {_ITEM_COLUMNS} FROM {{items}} "
                 "WHERE status = 'pending' ORDER BY position LIMIT ?",
-                _PAGE,
+                size,
             )
         else:
             page = tx.query(
                 f"SELECT {_ITEM_COLUMNS} FROM {{items}} "
                 "WHERE status = 'pending' AND position > ? ORDER BY position LIMIT ?",
                 after,
-                _PAGE,
+                size,
             )
         for row in page:
             item = _item(row)
             if not _unfinished(tx, item):
                 return item
         pending += len(page)
-        if len(page) < _PAGE:
+        if len(page) < size:
             break
-        after = item.position
+        after, size = item.position, _PAGE
     raise _nothing_claimable(tx, pending)
 
 
