@@ -248,6 +248,10 @@ class _Dialect(Protocol):
 
     def end(self, connection: Any, *, commit: bool) -> None: ...
 
+    def close(self, connection: Any) -> None:
+        """Close the connection, and whatever else the dialect opened beside it."""
+        ...
+
     def sql(self, text: str) -> str: ...
 
 
@@ -920,7 +924,7 @@ class SqlBoardStore:
         try:
             self._open(create)
         except BaseException:
-            self._connection.close()
+            dialect.close(self._connection)
             raise
 
     @property
@@ -1105,7 +1109,7 @@ class SqlBoardStore:
             return len(held)
 
     def close(self) -> None:
-        self._connection.close()
+        self._dialect.close(self._connection)
 
     def __enter__(self) -> SqlBoardStore:
         return self
