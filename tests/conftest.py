@@ -21,11 +21,15 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.budget import CI, DEEP
+
+if TYPE_CHECKING:
+    from tests.warm_harness import WarmHarness
 
 # Neither times a test: no deadline, and no health check for slow data generation, which a busy
 # machine would trip.
@@ -113,6 +117,26 @@ def postgres_cluster() -> Iterator[str]:
         yield url
     finally:
         cluster.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="session")
+def warm_harness() -> Iterator[WarmHarness]:
+    """This worker's warm interpreter, forked for harness runs (``tests/warm_harness.py``).
+
+    It starts with ``WARM_HARNESS_STRAY`` set, a variable no run is given, so a test can show
+    that a forked run sees its own environment only.
+    """
+    from tests.warm_harness import WarmHarness
+
+    os.environ["WARM_HARNESS_STRAY"] = "the warm interpreter's"
+    try:
+        warm = WarmHarness()
+    finally:
+        del os.environ["WARM_HARNESS_STRAY"]
+    try:
+        yield warm
+    finally:
+        warm.close()
 
 
 @pytest.fixture(scope="session")

@@ -48,6 +48,7 @@ from orchestrator.tools.sandbox import Limits, Sandbox, SandboxPolicy, find_bwra
 from tests.conftest import HardeningRecorder
 from tests.in_process import run_cli
 from tests.test_tools import _registry
+from tests.warm_harness import WarmHarness
 
 # Every attack runs a real harness process: the e2e layer (docs/development.md).
 pytestmark = pytest.mark.e2e
@@ -203,11 +204,14 @@ def _attack(
     trace: Path | None = None,
     outer_cap: int | None = None,
     env: dict[str, str] | None = None,
+    warm: WarmHarness | None = None,
 ) -> Outcome:
     """Play ``calls`` (one turn), then a closing turn, through ``orchestrator run``.
 
     With ``outer_cap`` the whole run is started in a control group of its own capped at that
     many processes: a safety net for the machine, should a fork bomb get past the harness.
+    With ``warm`` (and no cap) the run is forked from that warm interpreter rather than a fresh
+    ``python -m orchestrator`` (tests/warm_harness.py says what differs).
     """
     closing = {"name": "bash", "input": {"command": f"echo ran > {scene.ran.name}"}}
     script = parse_script(
@@ -218,39 +222,37 @@ def _attack(
         source="redteam",
     )
     trace_args = ["--trace", str(trace)] if trace is not None else []
-    env_extra = dict(env or {})
+    args = [
+        "run",
+        "Look around.",
+        "--workdir",
+        str(scene.work),
+        "--sandbox",
+        mode,
+        "--yes",
+        "--max-retries",
+        "0",
+        *trace_args,
+        *flags,
+    ]
     with MessagesServer(script) as server, _outer_group(outer_cap) as wrap:
         environment = _environment(
-            scene, ANTHROPIC_API_KEY=PLANTED_KEY, ANTHROPIC_BASE_URL=server.base_url, **env_extra
+            scene, ANTHROPIC_API_KEY=PLANTED_KEY, ANTHROPIC_BASE_URL=server.base_url, **(env or {})
         )
         try:
-            done = subprocess.run(
-                wrap(
-                    [
-                        sys.executable,
-                        "-m",
-                        "orchestrator",
-                        "run",
-                        "Look around.",
-                        "--workdir",
-                        str(scene.work),
-                        "--sandbox",
-                        mode,
-                        "--yes",
-                        "--max-retries",
-                        "0",
-                        *trace_args,
-                        *flags,
-                    ]
-                ),
-                env=environment,
-                cwd=scene.root,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=RUN_TIMEOUT,
-                check=False,
-            )
+            if warm is not None and outer_cap is None:
+                done = warm.run(args, env=environment, cwd=scene.root, timeout=RUN_TIMEOUT)
+            else:
+                done = subprocess.run(
+                    wrap([sys.executable, "-m", "orchestrator", *args]),
+                    env=environment,
+                    cwd=scene.root,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=RUN_TIMEOUT,
+                    check=False,
+                )
             code, stderr = done.returncode, done.stderr
         except subprocess.TimeoutExpired:
             code, stderr = -1, "the run hung"
@@ -1567,6 +1569,22 @@ def _base64_leak(outcome: Outcome) -> bool:
 
 _LISTENER_ATTACKS = {"loopback-listener": 0, "host-unix-sockets": 1}
 
+#: Attacks that look at the harness process itself (its /proc environ or memory, its fds, or
+#: find it by name): each gets a harness started by exec, never one forked warm, whose /proc
+#: entries would be the warm interpreter's (tests/warm_harness.py).
+_SEES_THE_HARNESS = frozenset(
+    {
+        "parent-environ-key",
+        "parent-environ-any-secret",
+        "parent-environ-encoded",
+        "parent-memory",
+        "api-server",
+        "stop-and-kill-harness",
+        "rewrite-trace",
+        "delete-trace",
+    }
+)
+
 
 def _cases() -> list[Any]:
     return [
@@ -1584,6 +1602,7 @@ def test_attack_is_stopped(
     mode: str,
     scene: tuple[Scene, _Listener, _Listener, _Listener],
     hardening: HardeningRecorder,
+    warm_harness: WarmHarness,
 ) -> None:
     _require(mode, attack.needs)
     where, tcp, unix, abstract = scene
@@ -1592,7 +1611,15 @@ def test_attack_is_stopped(
     if attack.setup is not None:
         attack.setup(where)
     flags = (*attack.flags, *(attack.scene_flags(where) if attack.scene_flags else ()))
-    outcome = _attack(where, mode, attack.calls(where), *flags, trace=trace, outer_cap=outer_cap)
+    outcome = _attack(
+        where,
+        mode,
+        attack.calls(where),
+        *flags,
+        trace=trace,
+        outer_cap=outer_cap,
+        warm=None if attack.name in _SEES_THE_HARNESS else warm_harness,
+    )
     ran = where.ran.exists()
     stopped = attack.check(where, outcome)
     if attack.name == "loopback-listener":
@@ -1621,6 +1648,7 @@ def test_attack_is_stopped(
 def test_a_check_the_model_sets_runs_only_where_its_bash_may(
     scene: tuple[Scene, _Listener, _Listener, _Listener],
     hardening: HardeningRecorder,
+    warm_harness: WarmHarness,
     flags: tuple[str, ...],
     may_run: bool,
 ) -> None:
@@ -1647,11 +1675,8 @@ def test_a_check_the_model_sets_runs_only_where_its_bash_may(
     trace = where.root / "trace.jsonl"
     with MessagesServer(script) as server:
         env = _environment(where, ANTHROPIC_API_KEY=PLANTED_KEY, ANTHROPIC_BASE_URL=server.base_url)
-        done = subprocess.run(
+        done = warm_harness.run(
             [
-                sys.executable,
-                "-m",
-                "orchestrator",
                 "run",
                 "Work.",
                 "--workdir",
@@ -1665,11 +1690,8 @@ def test_a_check_the_model_sets_runs_only_where_its_bash_may(
                 *flags,
             ],
             env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
+            cwd=where.root,
             timeout=RUN_TIMEOUT,
-            check=False,
         )
     events = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     todo = [e for e in events if e["event"] == "tool.result" and e["name"] == "todo"]
@@ -1687,9 +1709,11 @@ def test_a_check_the_model_sets_runs_only_where_its_bash_may(
 
 def test_a_board_store_inside_the_work_directory_is_refused_where_bash_cannot_be_kept_off(
     scene: tuple[Scene, _Listener, _Listener, _Listener],
+    warm_harness: WarmHarness,
 ) -> None:
     where = scene[0]
-    outcome = _attack(where, "workdir", [], "--board", f"sqlite:///{where.work / 'board.db'}")
+    board = f"sqlite:///{where.work / 'board.db'}"
+    outcome = _attack(where, "workdir", [], "--board", board, warm=warm_harness)
     lines = outcome.stderr.strip().splitlines()
     assert outcome.code == 2
     assert "inside the work directory" in lines[-1] and "--sandbox bwrap" in lines[-1]
@@ -1701,6 +1725,7 @@ def test_a_board_store_inside_the_work_directory_is_refused_where_bash_cannot_be
 
 def test_the_listener_counts_a_connection_with_allow_network(
     scene: tuple[Scene, _Listener, _Listener, _Listener],
+    warm_harness: WarmHarness,
 ) -> None:
     _require("bwrap")
     where, tcp, _unix, _abstract = scene
@@ -1708,7 +1733,7 @@ def test_the_listener_counts_a_connection_with_allow_network(
         "python3 -c 'import socket; "
         f'socket.create_connection(("127.0.0.1", {where.tcp_port}), 2)\''
     )
-    outcome = _attack(where, "bwrap", [_bash(command)], "--allow-network")
+    outcome = _attack(where, "bwrap", [_bash(command)], "--allow-network", warm=warm_harness)
     assert _finished_cleanly(outcome), outcome.stderr
     assert tcp.connections >= 1
     assert "network is on" in outcome.stderr
@@ -1716,9 +1741,12 @@ def test_the_listener_counts_a_connection_with_allow_network(
 
 def test_the_secret_checks_see_a_secret_passed_in_plain(
     scene: tuple[Scene, _Listener, _Listener, _Listener],
+    warm_harness: WarmHarness,
 ) -> None:
     where = scene[0]
-    outcome = _attack(where, "workdir", [_bash(f"cat {where.outside}/secret.txt")])
+    outcome = _attack(
+        where, "workdir", [_bash(f"cat {where.outside}/secret.txt")], warm=warm_harness
+    )
     assert _leaked(outcome, OUTSIDE_SECRET) == [OUTSIDE_SECRET]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import os
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import types
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -359,12 +361,16 @@ _SCALARS = (
     | st.booleans()
     | st.none()
 )
+_Pair = collections.namedtuple("_Pair", "first second")
 _VALUES = st.recursive(
     _SCALARS,
     lambda inner: (
         st.lists(inner, max_size=3)
         | st.tuples(inner, inner)
         | st.dictionaries(_KEYS, inner, max_size=3)
+        # What orjson hands to its default: json.dumps writes a namedtuple as a list.
+        | st.builds(_Pair, inner, inner)
+        | st.dictionaries(_KEYS, inner, max_size=3).map(types.MappingProxyType)
     ),
     max_leaves=12,
 )
