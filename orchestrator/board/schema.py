@@ -20,9 +20,9 @@ check says nothing about the item's check).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 #: The schema this version writes; a store with a higher one was made by a newer version.
 SCHEMA = 2
@@ -83,8 +83,7 @@ _DEFAULT_BOARD = re.compile(r"board_(meta|items|log|checks)")
 _NAMED_META = re.compile(r"board_(.+)_meta")
 
 
-@dataclasses.dataclass(frozen=True)
-class Tables:
+class Tables(NamedTuple):
     """The table names of one board (``board`` None: the default board)."""
 
     board: str | None = None
@@ -107,8 +106,7 @@ class Tables:
         return text.format_map(self.names)
 
 
-@dataclasses.dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """What a database holds, sorted before anything is written to it."""
 
     #: This board's tables are there.

@@ -16,7 +16,6 @@ paths that can never open).
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import os
 import sqlite3
@@ -25,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from orchestrator.board.inputs import board_name_problem
@@ -296,8 +295,7 @@ def _shown(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, ""))
 
 
-@dataclasses.dataclass(frozen=True)
-class StoreAddress:
+class StoreAddress(NamedTuple):
     """What a ``--board`` URL names: a database and a board in it."""
 
     dialect: Any
