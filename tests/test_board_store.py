@@ -551,8 +551,8 @@ def test_a_second_store_in_the_thread_holding_the_turn_does_not_wait_on_itself(
 
 
 def test_a_claimer_imports_no_attrs_and_no_plan_board() -> None:
-    # A claimer process starts just to take an item: attrs and the plan board's module were
-    # most of its start (docs/performance.md, board_claim_vs_floor).
+    # A claimer process starts just to take an item: attrs and the plan board's module were a
+    # third of its start (docs/performance.md, board_claim_vs_floor).
     code = (
         "import sys; import orchestrator.board.stores\n"
         "print(sorted({'attr', 'attrs', 'orchestrator.plan', 'orchestrator.protocols'}"
