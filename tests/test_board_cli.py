@@ -314,7 +314,9 @@ def worked(tmp_path_factory: pytest.TempPathFactory) -> Path:
         store.add("Write the docs", agent="person:ann")
         store.claim("alice", item_id="3", lease=3600)
         store.record_check("1", agent="alice", command="make api", exit_code=1, duration_s=0.5)
-    assert sorted(p.name for p in path.parent.iterdir()) == ["board.db"]  # all in one file
+    # All in one file: beside it only the writers' empty turn file, which holds no data.
+    assert sorted(p.name for p in path.parent.iterdir()) == ["board.db", "board.db-lock"]
+    assert (path.parent / "board.db-lock").stat().st_size == 0
     return path
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
+import os
 import random
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -457,6 +461,107 @@ def test_many_claimers_some_killed_complete_every_item_exactly_once(board_url: s
     killed_names = {f"agent-{n}" for n in range(3)}
     held_at_death = {e.item for e in entries if e.trigger == "start" and e.agent in killed_names}
     assert all(completions[item] == 1 for item in held_at_death)
+
+
+# --- SQLite writers' turns ------------------------------------------------------------------
+
+
+def _turn_free(turn: Path) -> bool:
+    """Whether nobody holds the turn file's lock now (taken and given back at once if so)."""
+    fd = os.open(turn, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing gives back a lock taken through it
+    return True
+
+
+def _waiting_on(turn: Path) -> bool:
+    """Whether some process waits for the turn file's lock (a blocked FLOCK in /proc/locks)."""
+    inode = f":{turn.stat().st_ino} "
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and "FLOCK" in line and inode in line for line in lines)
+
+
+def test_a_sqlite_writer_holds_the_turn_file_for_its_change_only(tmp_path: Path) -> None:
+    path = tmp_path / "board.db"
+    turn = tmp_path / "board.db-lock"
+    with open_store(sqlite_url(path)) as store:
+        store.add("a")
+        assert turn.is_file() and turn.stat().st_size == 0
+        with store.change() as change:
+            change.claim("alice")
+            assert not _turn_free(turn)  # taken before BEGIN, for the whole change
+        assert _turn_free(turn)
+        list(store.log())  # a reader does not queue
+        with pytest.raises(BoardError), store.change() as change:
+            change.complete("1", agent="bob")
+        assert _turn_free(turn)  # a refused change gives it back too
+    assert str(turn) not in _open_files()  # closed with the store
+
+
+def _open_files() -> set[str]:
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone already
+            found.add(os.readlink(f"/proc/self/fd/{fd}"))
+    return found
+
+
+def test_a_sqlite_writer_waits_for_its_turn_and_then_goes_on(tmp_path: Path) -> None:
+    path = tmp_path / "board.db"
+    with open_store(sqlite_url(path)) as store:
+        store.add("a")
+    turn = tmp_path / "board.db-lock"
+    held = os.open(turn, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)  # another writer's turn, as far as the store can tell
+    claimed: list[str] = []
+    with open_store(sqlite_url(path)) as store:
+        worker = threading.Thread(target=lambda: claimed.append(store.claim("alice").id))
+        worker.start()
+        try:
+            deadline = time.monotonic() + 60
+            while not _waiting_on(turn) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _waiting_on(turn), "the claim did not wait for the turn"
+            assert not claimed
+        finally:
+            os.close(held)
+            worker.join(timeout=60)
+        assert claimed == ["1"]
+
+
+def test_a_second_store_in_the_thread_holding_the_turn_does_not_wait_on_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It waits on SQLite's lock instead, for the busy timeout, and fails as it always did; a
+    # store that queued on the turn file would wait for ever (and the test time out).
+    monkeypatch.setattr("orchestrator.board.stores.BUSY_TIMEOUT", 0.05)
+    url = sqlite_url(tmp_path / "board.db")
+    with open_store(url) as first, open_store(url) as second:
+        first.add("a")
+        first.add("b")
+        with first.change() as change:
+            change.claim("alice")
+            with pytest.raises(StoreError, match="database is locked"):
+                second.claim("bob")
+        assert second.claim("bob").id == "2"  # and it works once the first change is done
+
+
+def test_a_claimer_imports_no_attrs_and_no_plan_board() -> None:
+    # A claimer process starts just to take an item: attrs and the plan board's module were a
+    # third of its start (docs/performance.md, board_claim_vs_floor).
+    code = (
+        "import sys; import orchestrator.board.stores\n"
+        "print(sorted({'attr', 'attrs', 'orchestrator.plan', 'orchestrator.protocols'}"
+        " & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert done.stdout == "[]\n", done.stdout
 
 
 def test_the_board_command_line(board_url: str) -> None:

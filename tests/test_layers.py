@@ -39,6 +39,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "trace_file",
         "guard",
         "conversation",
+        # the item machine (statuses, edges, the Machine): the plan board's and a store's
+        "item_machine",
         "plan",
         "script",
         "testing",

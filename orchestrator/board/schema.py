@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-
-import attrs
+from typing import NamedTuple
 
 #: The schema this version writes; a store with a higher one was made by a newer version.
 SCHEMA = 2
@@ -84,8 +83,7 @@ _DEFAULT_BOARD = re.compile(r"board_(meta|items|log|checks)")
 _NAMED_META = re.compile(r"board_(.+)_meta")
 
 
-@attrs.frozen
-class Tables:
+class Tables(NamedTuple):
     """The table names of one board (``board`` None: the default board)."""
 
     board: str | None = None
@@ -108,8 +106,7 @@ class Tables:
         return text.format_map(self.names)
 
 
-@attrs.frozen
-class Found:
+class Found(NamedTuple):
     """What a database holds, sorted before anything is written to it."""
 
     #: This board's tables are there.

@@ -1,9 +1,10 @@
 """A shared board in a SQL store: SQLite embedded, PostgreSQL for agents on several machines.
 
-Every change is a transition of the item machine (:class:`orchestrator.plan.ItemMachine`, the
-same table and trigger names as a board of one agent), fired on a model whose guards read the
-store inside the change's own transaction, and appended to the store's log in that
-transaction. The log is append-only: items are never deleted, and an id once given is stable.
+Every change is a transition of the item machine
+(:class:`orchestrator.item_machine.ItemMachine`, the same table and trigger names as a board of
+one agent), fired on a model whose guards read the store inside the change's own transaction,
+and appended to the store's log in that transaction. The log is append-only: items are never
+deleted, and an id once given is stable.
 Besides the machine's edges the log holds two kinds of line that change no status: ``edit``
 (a person changed an item's text, blockers or check) and ``check`` (an item's check was run:
 command, exit code, duration, by whom). ``board check`` replays all of them
@@ -21,6 +22,14 @@ Actors (:mod:`orchestrator.board.inputs`): agents, and persons (``person:USER``)
 hand. Only the agent holding an item completes or releases it; a release with ``force`` frees
 another's item (a dead agent's), logged as forced; a person may cancel any unfinished item,
 and only a person may cancel one that carries a check a person set.
+
+The values here (and in :mod:`.schema` and :mod:`.stores`) are named tuples rather than attrs
+classes (immutable all the same), and the item machine comes from
+:mod:`orchestrator.item_machine` rather than :mod:`orchestrator.plan`: an agent process that
+starts only to claim an item imports these modules first, and attrs (whose import builds
+classes of its own), the plan board's classes and even dataclasses' generated methods were
+about a third of its start (``board_claim_vs_floor`` in ``docs/performance.md``). A test keeps
+attrs and the plan board out.
 """
 
 from __future__ import annotations
@@ -34,9 +43,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
-import attrs
 from transitions import EventData, MachineError
 
 from orchestrator.board import schema
@@ -49,7 +58,7 @@ from orchestrator.board.inputs import (
     text_problem,
 )
 from orchestrator.board.schema import Tables
-from orchestrator.plan import ITEM_TRANSITIONS, ItemMachine, Status
+from orchestrator.item_machine import ITEM_TRANSITIONS, ItemMachine, Status
 
 #: How long a claim holds without renewal, by default (``--lease``).
 DEFAULT_LEASE = 120.0
@@ -112,8 +121,7 @@ class NoBoard(BoardUrlError):
     """The store holds no board (yet): a missing file, an empty database, an unknown name."""
 
 
-@attrs.frozen
-class BoardItem:
+class BoardItem(NamedTuple):
     """One item as the store holds it."""
 
     id: str
@@ -135,8 +143,7 @@ class BoardItem:
         return data
 
 
-@attrs.frozen
-class LogEntry:
+class LogEntry(NamedTuple):
     """One line of the board's log: an item added, an edge it took, an edit, a check run.
 
     ``check`` is the item's check on an ``add`` or ``edit`` line (``""``: none; ``None`` on
@@ -189,8 +196,7 @@ class LogEntry:
         return data
 
 
-@attrs.frozen
-class BoardContents:
+class BoardContents(NamedTuple):
     """Everything ``board check`` compares, read in one transaction."""
 
     items: tuple[BoardItem, ...]
@@ -198,7 +204,7 @@ class BoardContents:
     #: Each item's check, by item id.
     checks: Mapping[str, str]
     #: Who set each item's check, by item id (None: a store that did not say).
-    setters: Mapping[str, str | None] = attrs.field(factory=dict)
+    setters: Mapping[str, str | None] = MappingProxyType({})
 
 
 class _Cursor(Protocol):
@@ -247,6 +253,10 @@ class _Dialect(Protocol):
 
     def end(self, connection: Any, *, commit: bool) -> None: ...
 
+    def close(self, connection: Any) -> None:
+        """Close the connection, and whatever else the dialect opened beside it."""
+        ...
+
     def sql(self, text: str) -> str: ...
 
 
@@ -264,13 +274,28 @@ class _Transaction:
         self._cursor, self._sql, self.now = cursor, sql, now
         self.appended: list[LogEntry] = []
         self._seq: int | None = None
+        self._ts: str | None = None
+        #: An agent's in-progress rows, read once until the transaction next writes: a claim
+        #: reads them, and the start edge's guard asks the same again.
+        self._held: dict[str | None, list[Any]] = {}
 
     def query(self, text: str, *params: Any) -> list[Any]:
         self._cursor.execute(self._sql(text), params)
         return self._cursor.fetchall()
 
     def run(self, text: str, *params: Any) -> None:
+        self._held.clear()
         self._cursor.execute(self._sql(text), params)
+
+    def held(self, agent: str | None) -> list[Any]:
+        """The rows of the items ``agent`` has in progress."""
+        rows = self._held.get(agent)
+        if rows is None:
+            rows = self._held[agent] = self.query(
+                f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress' AND owner = ?",
+                agent,
+            )
+        return rows
 
     def take(self, key: str) -> int:
         """The next number of a counter (ids, log seq, positions)."""
@@ -309,7 +334,10 @@ class _Transaction:
             self._seq = last or 0
         self._seq += 1
         seq = self._seq
-        ts = dt.datetime.fromtimestamp(self.now, dt.UTC).isoformat(timespec="microseconds")
+        if self._ts is None:  # every line of a transaction has its time
+            when = dt.datetime.fromtimestamp(self.now, dt.UTC)
+            self._ts = when.isoformat(timespec="microseconds")
+        ts = self._ts
         blockers = None if blocked_by is None else tuple(blocked_by)
         self.run(
             f"INSERT INTO {{log}} ({_LOG_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -470,7 +498,6 @@ def _is_time(ts: str) -> bool:
         return False
 
 
-@attrs.define(slots=False, eq=False)
 class _StoredItem:
     """The item machine's model for the item being moved: its guards read the store.
 
@@ -478,15 +505,16 @@ class _StoredItem:
     trigger to it, which costs more than the edge itself).
     """
 
-    tx: _Transaction | None = None
-    row: BoardItem | None = None
-    actor: str | None = None
-    #: A release with ``force``, or a person's cancel: the owner's hold does not stop it.
-    override: bool = False
-    #: A completion by hand without running the item's check (``--skip-check``).
-    skip_check: bool = False
-    state: str = ""
-    fired: list[tuple[str, str, str]] = attrs.Factory(list)
+    def __init__(self) -> None:
+        self.tx: _Transaction | None = None
+        self.row: BoardItem | None = None
+        self.actor: str | None = None
+        #: A release with ``force``, or a person's cancel: the owner's hold does not stop it.
+        self.override = False
+        #: A completion by hand without running the item's check (``--skip-check``).
+        self.skip_check = False
+        self.state = ""
+        self.fired: list[tuple[str, str, str]] = []
 
     def point(self, tx: _Transaction, row: BoardItem, actor: str | None, **flags: bool) -> None:
         self.tx, self.row, self.actor, self.state = tx, row, actor, str(row.status)
@@ -498,11 +526,7 @@ class _StoredItem:
     def no_other_item_in_progress(self, event: EventData) -> bool:
         # On a shared board the rule holds per owner: each agent works one item at a time.
         assert self.tx is not None and self.row is not None
-        return not self.tx.query(
-            "SELECT id FROM {items} WHERE status = 'in_progress' AND owner = ? AND id <> ?",
-            self.actor,
-            self.row.id,
-        )
+        return all(row[0] == self.row.id for row in self.tx.held(self.actor))
 
     def dependencies_completed(self, event: EventData) -> bool:
         assert self.tx is not None and self.row is not None
@@ -709,7 +733,7 @@ class BoardChange:
             blocked_by=new_blockers,
             check=new_check,
         )
-        return attrs.evolve(row, text=new_text, blocked_by=new_blockers)
+        return row._replace(text=new_text, blocked_by=new_blockers)
 
     def claim(
         self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
@@ -724,10 +748,7 @@ class BoardChange:
         _refuse(lease_problem(lease), item_id)
         tx = self._tx
         if item_id is None:
-            held = tx.query(
-                f"SELECT {_ITEM_COLUMNS} FROM {{items}} WHERE status = 'in_progress' AND owner = ?",
-                agent,
-            )
+            held = tx.held(agent)
             # An agent that holds an item (a restarted worker) gets it back, renewed.
             row = _item(held[0]) if held else _next_ready(tx)
             item_id = row.id
@@ -736,7 +757,7 @@ class BoardChange:
         until = tx.now + lease
         if row.status == Status.IN_PROGRESS and row.owner == agent:
             tx.run("UPDATE {items} SET lease_until = ? WHERE id = ?", until, row.id)
-            return attrs.evolve(row, lease_until=until)
+            return _moved(row, row.status, row.owner, until)
         status = self._edges.fire(tx, row, "start", agent)
         tx.run(
             "UPDATE {items} SET status = ?, owner = ?, lease_until = ? WHERE id = ?",
@@ -745,7 +766,7 @@ class BoardChange:
             until,
             item_id,
         )
-        return attrs.evolve(row, status=Status(status), owner=agent, lease_until=until)
+        return _moved(row, Status(status), agent, until)
 
     def complete(self, item_id: str, *, agent: str, skip_check: bool = False) -> BoardItem:
         """Complete an item ``agent`` holds.
@@ -760,7 +781,7 @@ class BoardChange:
         status = self._edges.fire(tx, row, "complete", agent, flag=flag, skip_check=skip_check)
         # The completer stays on record as the owner.
         tx.run("UPDATE {items} SET status = ?, lease_until = NULL WHERE id = ?", status, item_id)
-        return attrs.evolve(row, status=Status(status), lease_until=None)
+        return _moved(row, Status(status), row.owner, None)
 
     def release(self, item_id: str, *, agent: str, force: bool = False) -> BoardItem:
         """Give a claimed item back (``pause``); with ``force``, whoever holds it (logged)."""
@@ -822,7 +843,16 @@ class BoardChange:
             status,
             row.id,
         )
-        return attrs.evolve(row, status=Status(status), owner=None, lease_until=None)
+        return _moved(row, Status(status), None, None)
+
+
+def _moved(row: BoardItem, status: Status, owner: str | None, until: float | None) -> BoardItem:
+    """``row`` after an edge.
+
+    Built directly, at a third of what ``_replace`` costs: every claim and completion returns
+    one.
+    """
+    return BoardItem(row.id, row.text, status, owner, until, row.blocked_by, row.position)
 
 
 def _persons(set_by: str | None) -> bool:
@@ -908,7 +938,7 @@ class SqlBoardStore:
         try:
             self._open(create)
         except BaseException:
-            self._connection.close()
+            dialect.close(self._connection)
             raise
 
     @property
@@ -1093,7 +1123,7 @@ class SqlBoardStore:
             return len(held)
 
     def close(self) -> None:
-        self._connection.close()
+        self._dialect.close(self._connection)
 
     def __enter__(self) -> SqlBoardStore:
         return self
@@ -1419,7 +1449,7 @@ def _refused(tx: _Transaction, row: BoardItem, trigger: str, actor: str | None) 
         if waiting:
             names = ", ".join(f"#{b}" for b in waiting)
             return BoardError(f"item #{row.id} is blocked by {names}; finish those first", row.id)
-        held = tx.query("SELECT id FROM {items} WHERE status = 'in_progress' AND owner = ?", actor)
+        held = tx.held(actor)
         if held:
             return BoardError(
                 f"{actor} already holds #{held[0][0]}; complete or release it before claiming "
@@ -1434,31 +1464,36 @@ _PAGE = 8
 
 
 def _next_ready(tx: _Transaction) -> BoardItem:
-    """The first pending item in board order whose blockers are all completed."""
+    """The first pending item in board order whose blockers are all completed.
+
+    The first item alone is read first: it is the one most claims take (the writer holds the
+    board's lock meanwhile, so every row read that is not used costs every waiting agent).
+    """
     after: int | None = None
     pending = 0
+    size = 1
     while True:
         if after is None:
             page = tx.query(
                 f"SELECT {_ITEM_COLUMNS} FROM {{items}} "
                 "WHERE status = 'pending' ORDER BY position LIMIT ?",
-                _PAGE,
+                size,
             )
         else:
             page = tx.query(
                 f"SELECT {_ITEM_COLUMNS} FROM {{items}} "
                 "WHERE status = 'pending' AND position > ? ORDER BY position LIMIT ?",
                 after,
-                _PAGE,
+                size,
             )
         for row in page:
             item = _item(row)
             if not _unfinished(tx, item):
                 return item
         pending += len(page)
-        if len(page) < _PAGE:
+        if len(page) < size:
             break
-        after = item.position
+        after, size = item.position, _PAGE
     raise _nothing_claimable(tx, pending)
 
 

@@ -268,7 +268,7 @@ def add(
         except Exception:
             if new_file is not None:  # the file this command made: leave no empty board
                 store.close()
-                for suffix in ("", "-wal", "-shm"):
+                for suffix in ("", "-wal", "-shm", "-lock"):
                     Path(f"{new_file}{suffix}").unlink(missing_ok=True)
             raise
     for new, check in added:

@@ -124,7 +124,7 @@ class SandboxPolicy:
     #: Folders to make (empty) when missing, so they can be bound read-only: a hooks folder
     #: some git config names inside the work directory.
     placeholders: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
-    #: A board's files inside the work directory (the database and its -wal, -shm, -journal):
+    #: A board's files inside the work directory (the database, -wal, -shm, -journal, -lock):
     #: covered by /dev/null whether they exist yet or not.
     stores: tuple[Path, ...] = attrs.field(default=(), converter=_paths)
     #: Where the empty, writable home is mounted (and ``HOME`` points). A hook gets the user's

@@ -395,14 +395,14 @@ def _spec(patterns: tuple[str, ...]) -> PathSpec[Any]:
 
 # --- board stores ----------------------------------------------------------------------------
 
-#: The files SQLite keeps beside a database.
-_SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+#: The files SQLite keeps beside a database, and the one its writers queue on (``-lock``).
+_SQLITE_SIDECARS = ("-wal", "-shm", "-journal", "-lock")
 
 
 def store_files(board: str | None, cwd: Path | None = None) -> tuple[Path, ...]:
     """The files a ``board`` setting keeps the board in; none for PostgreSQL or no board.
 
-    A JSON file, or a SQLite file and its ``-wal``, ``-shm`` and ``-journal``.
+    A JSON file, or a SQLite file and its ``-wal``, ``-shm``, ``-journal`` and ``-lock``.
     """
     if not board or board.startswith(("postgresql://", "postgres://")):
         return ()
