@@ -20,9 +20,9 @@ check says nothing about the item's check).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
 
 #: The schema this version writes; a store with a higher one was made by a newer version.
 SCHEMA = 2
@@ -83,7 +83,8 @@ _DEFAULT_BOARD = re.compile(r"board_(meta|items|log|checks)")
 _NAMED_META = re.compile(r"board_(.+)_meta")
 
 
-class Tables(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Tables:
     """The table names of one board (``board`` None: the default board)."""
 
     board: str | None = None
@@ -106,7 +107,8 @@ class Tables(NamedTuple):
         return text.format_map(self.names)
 
 
-class Found(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class Found:
     """What a database holds, sorted before anything is written to it."""
 
     #: This board's tables are there.

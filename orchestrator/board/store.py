@@ -23,18 +23,17 @@ hand. Only the agent holding an item completes or releases it; a release with ``
 another's item (a dead agent's), logged as forced; a person may cancel any unfinished item,
 and only a person may cancel one that carries a check a person set.
 
-The values here (and in :mod:`.schema` and :mod:`.stores`) are named tuples rather than attrs
-classes (immutable all the same), and the item machine comes from
-:mod:`orchestrator.item_machine` rather than :mod:`orchestrator.plan`: an agent process that
-starts only to claim an item imports these modules first, and attrs (whose import builds
-classes of its own), the plan board's classes and even dataclasses' generated methods were
-about a third of its start (``board_claim_vs_floor`` in ``docs/performance.md``). A test keeps
-attrs and the plan board out.
+The values here (and in :mod:`.schema` and :mod:`.stores`) are frozen dataclasses rather than
+attrs classes, and the item machine comes from :mod:`orchestrator.item_machine` rather than
+:mod:`orchestrator.plan`: an agent process that starts only to claim an item imports these
+modules first, and attrs with the plan board's classes were about a third of its start
+(``board_claim_vs_floor`` in ``docs/performance.md``). A test keeps them out.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -43,8 +42,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from types import MappingProxyType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from transitions import EventData, MachineError
 
@@ -121,7 +119,8 @@ class NoBoard(BoardUrlError):
     """The store holds no board (yet): a missing file, an empty database, an unknown name."""
 
 
-class BoardItem(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class BoardItem:
     """One item as the store holds it."""
 
     id: str
@@ -143,7 +142,8 @@ class BoardItem(NamedTuple):
         return data
 
 
-class LogEntry(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class LogEntry:
     """One line of the board's log: an item added, an edge it took, an edit, a check run.
 
     ``check`` is the item's check on an ``add`` or ``edit`` line (``""``: none; ``None`` on
@@ -196,7 +196,8 @@ class LogEntry(NamedTuple):
         return data
 
 
-class BoardContents(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class BoardContents:
     """Everything ``board check`` compares, read in one transaction."""
 
     items: tuple[BoardItem, ...]
@@ -204,7 +205,7 @@ class BoardContents(NamedTuple):
     #: Each item's check, by item id.
     checks: Mapping[str, str]
     #: Who set each item's check, by item id (None: a store that did not say).
-    setters: Mapping[str, str | None] = MappingProxyType({})
+    setters: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
 
 
 class _Cursor(Protocol):
@@ -733,7 +734,7 @@ class BoardChange:
             blocked_by=new_blockers,
             check=new_check,
         )
-        return row._replace(text=new_text, blocked_by=new_blockers)
+        return dataclasses.replace(row, text=new_text, blocked_by=new_blockers)
 
     def claim(
         self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
@@ -849,8 +850,8 @@ class BoardChange:
 def _moved(row: BoardItem, status: Status, owner: str | None, until: float | None) -> BoardItem:
     """``row`` after an edge.
 
-    Built directly, at a third of what ``_replace`` costs: every claim and completion returns
-    one.
+    Built directly: a third of what ``dataclasses.replace`` costs, and every claim and
+    completion returns one.
     """
     return BoardItem(row.id, row.text, status, owner, until, row.blocked_by, row.position)
 

@@ -16,6 +16,7 @@ paths that can never open).
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import os
 import sqlite3
@@ -24,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from orchestrator.board.inputs import board_name_problem
@@ -295,7 +296,8 @@ def _shown(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, ""))
 
 
-class StoreAddress(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class StoreAddress:
     """What a ``--board`` URL names: a database and a board in it."""
 
     dialect: Any
