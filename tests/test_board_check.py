@@ -6,11 +6,11 @@ Each case edits a store by hand as someone with the file would (SQL), and checks
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sqlite3
 from pathlib import Path
 
+import attrs
 import pytest
 
 from orchestrator.board.check import check_log
@@ -152,7 +152,7 @@ def test_an_old_log_without_checks_reads_sensibly() -> None:
     done = BoardItem("1", "x", Status.COMPLETED, "a")
     assert check_log([old_add, start, complete], [done], checks={"1": "make test"}) is None
     edit = LogEntry(2, "t", "person:p", "1", "pending", "pending", "edit", "x", (), "make test")
-    later = [dataclasses.replace(entry, seq=entry.seq + 1) for entry in (start, complete)]
+    later = [attrs.evolve(entry, seq=entry.seq + 1) for entry in (start, complete)]
     violation = check_log([old_add, edit, *later], [done], checks={"1": "make test"})
     assert violation is not None and "#1 completed without a passing run" in str(violation)
 

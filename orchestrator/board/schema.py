@@ -20,9 +20,10 @@ check says nothing about the item's check).
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping
+
+import attrs
 
 #: The schema this version writes; a store with a higher one was made by a newer version.
 SCHEMA = 2
@@ -83,7 +84,7 @@ _DEFAULT_BOARD = re.compile(r"board_(meta|items|log|checks)")
 _NAMED_META = re.compile(r"board_(.+)_meta")
 
 
-@dataclasses.dataclass(frozen=True)
+@attrs.frozen
 class Tables:
     """The table names of one board (``board`` None: the default board)."""
 
@@ -107,7 +108,7 @@ class Tables:
         return text.format_map(self.names)
 
 
-@dataclasses.dataclass(frozen=True)
+@attrs.frozen
 class Found:
     """What a database holds, sorted before anything is written to it."""
 

@@ -22,18 +22,11 @@ Actors (:mod:`orchestrator.board.inputs`): agents, and persons (``person:USER``)
 hand. Only the agent holding an item completes or releases it; a release with ``force`` frees
 another's item (a dead agent's), logged as forced; a person may cancel any unfinished item,
 and only a person may cancel one that carries a check a person set.
-
-The values here (and in :mod:`.schema` and :mod:`.stores`) are frozen dataclasses rather than
-attrs classes, and the item machine comes from :mod:`orchestrator.item_machine` rather than
-:mod:`orchestrator.plan`: an agent process that starts only to claim an item imports these
-modules first, and attrs with the plan board's classes were about a third of its start
-(``board_claim_vs_floor`` in ``docs/performance.md``). A test keeps them out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import itertools
 import json
@@ -44,6 +37,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+import attrs
 from transitions import EventData, MachineError
 
 from orchestrator.board import schema
@@ -119,7 +113,7 @@ class NoBoard(BoardUrlError):
     """The store holds no board (yet): a missing file, an empty database, an unknown name."""
 
 
-@dataclasses.dataclass(frozen=True)
+@attrs.frozen
 class BoardItem:
     """One item as the store holds it."""
 
@@ -142,7 +136,7 @@ class BoardItem:
         return data
 
 
-@dataclasses.dataclass(frozen=True)
+@attrs.frozen
 class LogEntry:
     """One line of the board's log: an item added, an edge it took, an edit, a check run.
 
@@ -196,7 +190,7 @@ class LogEntry:
         return data
 
 
-@dataclasses.dataclass(frozen=True)
+@attrs.frozen
 class BoardContents:
     """Everything ``board check`` compares, read in one transaction."""
 
@@ -205,7 +199,7 @@ class BoardContents:
     #: Each item's check, by item id.
     checks: Mapping[str, str]
     #: Who set each item's check, by item id (None: a store that did not say).
-    setters: Mapping[str, str | None] = dataclasses.field(default_factory=dict)
+    setters: Mapping[str, str | None] = attrs.field(factory=dict)
 
 
 class _Cursor(Protocol):
@@ -499,6 +493,7 @@ def _is_time(ts: str) -> bool:
         return False
 
 
+@attrs.define(slots=False, eq=False)
 class _StoredItem:
     """The item machine's model for the item being moved: its guards read the store.
 
@@ -506,16 +501,15 @@ class _StoredItem:
     trigger to it, which costs more than the edge itself).
     """
 
-    def __init__(self) -> None:
-        self.tx: _Transaction | None = None
-        self.row: BoardItem | None = None
-        self.actor: str | None = None
-        #: A release with ``force``, or a person's cancel: the owner's hold does not stop it.
-        self.override = False
-        #: A completion by hand without running the item's check (``--skip-check``).
-        self.skip_check = False
-        self.state = ""
-        self.fired: list[tuple[str, str, str]] = []
+    tx: _Transaction | None = None
+    row: BoardItem | None = None
+    actor: str | None = None
+    #: A release with ``force``, or a person's cancel: the owner's hold does not stop it.
+    override: bool = False
+    #: A completion by hand without running the item's check (``--skip-check``).
+    skip_check: bool = False
+    state: str = ""
+    fired: list[tuple[str, str, str]] = attrs.Factory(list)
 
     def point(self, tx: _Transaction, row: BoardItem, actor: str | None, **flags: bool) -> None:
         self.tx, self.row, self.actor, self.state = tx, row, actor, str(row.status)
@@ -734,7 +728,7 @@ class BoardChange:
             blocked_by=new_blockers,
             check=new_check,
         )
-        return dataclasses.replace(row, text=new_text, blocked_by=new_blockers)
+        return attrs.evolve(row, text=new_text, blocked_by=new_blockers)
 
     def claim(
         self, agent: str, *, lease: float = DEFAULT_LEASE, item_id: str | None = None
@@ -758,7 +752,7 @@ class BoardChange:
         until = tx.now + lease
         if row.status == Status.IN_PROGRESS and row.owner == agent:
             tx.run("UPDATE {items} SET lease_until = ? WHERE id = ?", until, row.id)
-            return _moved(row, row.status, row.owner, until)
+            return attrs.evolve(row, lease_until=until)
         status = self._edges.fire(tx, row, "start", agent)
         tx.run(
             "UPDATE {items} SET status = ?, owner = ?, lease_until = ? WHERE id = ?",
@@ -767,7 +761,7 @@ class BoardChange:
             until,
             item_id,
         )
-        return _moved(row, Status(status), agent, until)
+        return attrs.evolve(row, status=Status(status), owner=agent, lease_until=until)
 
     def complete(self, item_id: str, *, agent: str, skip_check: bool = False) -> BoardItem:
         """Complete an item ``agent`` holds.
@@ -782,7 +776,7 @@ class BoardChange:
         status = self._edges.fire(tx, row, "complete", agent, flag=flag, skip_check=skip_check)
         # The completer stays on record as the owner.
         tx.run("UPDATE {items} SET status = ?, lease_until = NULL WHERE id = ?", status, item_id)
-        return _moved(row, Status(status), row.owner, None)
+        return attrs.evolve(row, status=Status(status), lease_until=None)
 
     def release(self, item_id: str, *, agent: str, force: bool = False) -> BoardItem:
         """Give a claimed item back (``pause``); with ``force``, whoever holds it (logged)."""
@@ -844,16 +838,7 @@ class BoardChange:
             status,
             row.id,
         )
-        return _moved(row, Status(status), None, None)
-
-
-def _moved(row: BoardItem, status: Status, owner: str | None, until: float | None) -> BoardItem:
-    """``row`` after an edge.
-
-    Built directly: a third of what ``dataclasses.replace`` costs, and every claim and
-    completion returns one.
-    """
-    return BoardItem(row.id, row.text, status, owner, until, row.blocked_by, row.position)
+        return attrs.evolve(row, status=Status(status), owner=None, lease_until=None)
 
 
 def _persons(set_by: str | None) -> bool:

@@ -16,7 +16,6 @@ paths that can never open).
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import os
 import sqlite3
@@ -27,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import attrs
 
 from orchestrator.board.inputs import board_name_problem
 from orchestrator.board.schema import Tables
@@ -296,7 +297,7 @@ def _shown(url: str) -> str:
     return urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, parts.query, ""))
 
 
-@dataclasses.dataclass(frozen=True)
+@attrs.frozen
 class StoreAddress:
     """What a ``--board`` URL names: a database and a board in it."""
 
