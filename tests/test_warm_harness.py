@@ -49,12 +49,18 @@ def _env(folder: Path) -> dict[str, str]:
 
 
 def _both(
-    warm: WarmHarness, folder: Path, *args: str
+    warm: WarmHarness,
+    folder: Path,
+    *args: str,
+    module: str = "probe",
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    forked = warm.run(args, env=_env(folder), cwd=folder, timeout=60, module="probe")
+    """``python -m MODULE ARGS`` in ``folder``, forked warm and started fresh."""
+    env = _env(folder) if env is None else env
+    forked = warm.run(args, env=env, cwd=folder, timeout=60, module=module)
     fresh = subprocess.run(
-        [sys.executable, "-m", "probe", *args],
-        env=_env(folder),
+        [sys.executable, "-m", module, *args],
+        env=env,
         cwd=folder,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -102,17 +108,8 @@ def test_a_run_past_its_timeout_is_killed_and_the_next_run_works(
 def test_the_harness_cli_forked_says_what_a_fresh_one_says(
     warm_harness: WarmHarness, tmp_path: Path, args: list[str]
 ) -> None:
-    env = dict(os.environ)
-    forked = warm_harness.run(args, env=env, cwd=tmp_path, timeout=60)
-    fresh = subprocess.run(
-        [sys.executable, "-m", "orchestrator", *args],
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    forked, fresh = _both(
+        warm_harness, tmp_path, *args, module="orchestrator", env=dict(os.environ)
     )
     assert (forked.returncode, forked.stdout, forked.stderr) == (
         fresh.returncode,
