@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -398,12 +399,21 @@ def test_a_setsid_child_of_a_hook_is_gone_when_the_hook_ends(tmp_path: Path, out
     # verdict is the hook's own, and nothing it started outlives it, in the sandbox or not.
     decision = '{"decision": "block", "reason": "nope"}'
     (tmp_path / "out.txt").write_text(decision, encoding="utf-8")
-    marker = f"hook-child-{tmp_path.name}"
+    marker = _unique_marker("hook-child")
     command = f"setsid sh -c 'exec -a {marker} sleep 300' & cat out.txt"
     hook = Hook("PreToolUse", command, timeout=30, outside=outside)
     outcome = _runner(tmp_path, hook).run("PreToolUse", {}, "bash")
     assert (outcome.blocked, outcome.reason) == (True, "nope")
     assert _processes_named(marker) == []
+
+
+def _unique_marker(prefix: str) -> str:
+    """A command-line marker no other test's processes carry.
+
+    Not ``tmp_path.name``: every xdist worker numbers its own folders, so two workers running
+    the parametrized cases side by side both get ``..._0`` and each saw the other's child.
+    """
+    return f"{prefix}-{uuid.uuid4().hex}"
 
 
 def _processes_named(marker: str) -> list[int]:
@@ -797,7 +807,7 @@ def test_a_hook_gets_no_key_and_nothing_it_starts_outlives_it(
     isolated: Path, tmp_path: Path
 ) -> None:
     work = isolated
-    marker = f"leaker-child-{tmp_path.name}"
+    marker = _unique_marker("leaker-child")
     (work / "leak.py").write_text(LEAKER.replace("{marker}", marker), encoding="utf-8")
     (tmp_path / "config" / "config.toml").write_text(
         f'[[hooks.SessionStart]]\ncommand = "python3 {work / "leak.py"}"\n', encoding="utf-8"
