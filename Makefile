@@ -24,10 +24,11 @@ lint: install
 # cached. The checkout's __pycache__ folders are git-ignored, so the targets here keep them.
 unexport PYTHONDONTWRITEBYTECODE
 
-# The suite's layers and what each may spend: docs/development.md. Two workers; the PostgreSQL
-# tests share one worker (--dist loadgroup) and so one cluster. Each run ends with its ten
-# slowest tests, so a test that outgrows its layer shows at once.
-PYTEST := $(PY) -m pytest -n 2 --dist loadgroup --durations=10
+# The suite's layers and what each may spend: docs/development.md. Three workers on two cores
+# (the third fills the waits on timeouts and processes); the PostgreSQL tests share one worker
+# (--dist loadgroup) and so one cluster. Each run ends with its ten slowest tests, so a test
+# that outgrows its layer shows at once.
+PYTEST := $(PY) -m pytest -n 3 --dist loadgroup --durations=10
 
 # Everything but the bench layer (docs/development.md), hypothesis under its ci profile.
 test: lint
