@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
@@ -112,6 +112,34 @@ def stop_signals_interrupt() -> Iterator[StopRecord]:
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
     try:
         yield record
+    finally:
+        for stop, handler in previous.items():
+            signal.signal(stop, handler)
+
+
+@contextmanager
+def stop_signals_deferred(wake: Callable[[], object]) -> Iterator[None]:
+    """While inside, a stop signal raises nothing: it is counted, then ``wake()`` is called.
+
+    For a main thread that waits on its own worker threads. An interrupt raised inside a
+    library's critical section (``concurrent.futures.wait`` taking each future's lock, a
+    progress bar's update) can leave a lock held that a worker then waits on for ever, and the
+    clean-up that joins the workers never ends. Inside, the code notices the signal where it is
+    safe to stop, through :func:`interrupt_mark`; ``wake`` runs in the signal handler and must
+    be safe there (``queue.SimpleQueue.put`` is). Outside the main thread, where Python
+    delivers no signals, it changes nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def defer(signum: int, _frame: FrameType | None) -> None:
+        _ARRIVALS.arrived(signum)
+        wake()
+
+    previous = {stop: signal.signal(stop, defer) for stop in (signal.SIGINT, *_NAMES)}
+    try:
+        yield
     finally:
         for stop, handler in previous.items():
             signal.signal(stop, handler)

@@ -25,6 +25,7 @@ from orchestrator.signals import (
     Stopped,
     interrupt_mark,
     raise_if_interrupted_since,
+    stop_signals_deferred,
     stop_signals_interrupt,
 )
 from orchestrator.testing import MessagesServer
@@ -135,3 +136,23 @@ def test_a_stop_signal_python_swallowed_is_raised_again_by_the_next_check(
             assert caught.value.signum == stop  # type: ignore[attr-defined]
             assert record.received == stop
         raise_if_interrupted_since(interrupt_mark())  # a fresh mark sees nothing
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_deferred_stop_signal_wakes_the_waiter_and_raises_nothing_until_it_is_over(
+    stop: signal.Signals,
+) -> None:
+    woken: list[int] = []
+    with stop_signals_interrupt():
+        mark = interrupt_mark()
+        with stop_signals_deferred(lambda: woken.append(interrupt_mark())):
+            os.kill(os.getpid(), stop)
+            deadline = time.monotonic() + 30
+            while not woken and time.monotonic() < deadline:
+                time.sleep(0.001)  # an interrupt here would fail the test
+        assert woken == [mark + 1]  # counted before the wake, so the waiter sees it
+        assert interrupt_mark() == mark + 1
+        # Out of it, the CLI's own handlers are back: the next signal raises again.
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), stop)
+            time.sleep(5)

@@ -10,10 +10,11 @@ completes, so a worker (a thread, a process, a machine) only has to run :func:`e
 from __future__ import annotations
 
 import os
+import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from orchestrator.eval.runner import Harness, Limits, ModelChoice, RunAborted, R
 from orchestrator.eval.store import ResultsStore
 from orchestrator.eval.suite import Suite
 from orchestrator.protocols import JSONObject
+from orchestrator.signals import interrupt_mark, stop_signals_deferred
 
 ExecutorFactory = Callable[[int], Executor]
 #: Consecutive runs the API failed before the eval stops: the endpoint is down, or the key wrong.
@@ -112,35 +114,48 @@ def _drive(
     shares_memory = isinstance(executor, ThreadPoolExecutor)
     pending: set[Future[JSONObject]] = set()
     gave_up: str | None = None
-    try:
-        for spec in todo:
-            if shares_memory:
-                pending.add(executor.submit(execute_run, spec, stop))
-            else:
-                pending.add(executor.submit(execute_run, spec))
-        while pending:
-            finished_now, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished_now:
-                error = future.exception()
+    # Each future lands here as it finishes; a stop signal puts None, to wake the wait. The
+    # main thread never takes a future's lock while a signal could interrupt it (see
+    # stop_signals_deferred): Ctrl-C inside concurrent.futures.wait could leave one held, and a
+    # worker finishing that run then blocked the shutdown below for ever.
+    finished_runs: queue.SimpleQueue[Future[JSONObject] | None] = queue.SimpleQueue()
+    mark = interrupt_mark()
+    with stop_signals_deferred(lambda: finished_runs.put(None)):
+        try:
+            for spec in todo:
+                if interrupt_mark() != mark:
+                    break
+                if shares_memory:
+                    future = executor.submit(execute_run, spec, stop)
+                else:
+                    future = executor.submit(execute_run, spec)
+                pending.add(future)
+                future.add_done_callback(finished_runs.put)
+            while pending and interrupt_mark() == mark:
+                run = finished_runs.get()
+                if run is None or run not in pending:
+                    continue  # woken by a stop signal
+                pending.discard(run)
+                error = run.exception()
                 if isinstance(error, RunAborted):
                     aborted.append(str(error))
                     streak += 1
-                    continue
-                if error is not None:
+                elif error is not None:
                     raise error
-                row = future.result()
-                store.append(row)
-                recorded, finished, streak = recorded + 1, finished + 1, 0
-                on_progress(finished, total, row)
-            if streak >= MAX_CONSECUTIVE_ABORTS and pending:
-                gave_up = f"{streak} runs in a row could not be judged; last: {aborted[-1]}"
+                else:
+                    row = run.result()
+                    store.append(row)
+                    recorded, finished, streak = recorded + 1, finished + 1, 0
+                    on_progress(finished, total, row)
+                if streak >= MAX_CONSECUTIVE_ABORTS and pending:
+                    gave_up = f"{streak} runs in a row could not be judged; last: {aborted[-1]}"
+                    _stop(executor, pending, stop)
+                    pending = set()
+            if interrupt_mark() != mark:
                 _stop(executor, pending, stop)
-                pending = set()
-    except KeyboardInterrupt:
-        _stop(executor, pending, stop)
-        return EvalOutcome(recorded, len(done), tuple(aborted), interrupted=True)
-    finally:
-        executor.shutdown(wait=True, cancel_futures=True)
+                return EvalOutcome(recorded, len(done), tuple(aborted), interrupted=True)
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
     return EvalOutcome(recorded, len(done), tuple(aborted), gave_up=gave_up)
 
 
