@@ -458,7 +458,10 @@ def _bomb_held(scene: Scene, outcome: Outcome) -> bool:
         # A loaded machine forked too few in the call's 3 s to show the attack at all: that
         # is not an escape (more than the cap, or survivors) and not a defence either.
         pytest.skip(f"too slow to show the attack: {started} process(es) in 3 s")
-    return _finished_cleanly(outcome) and started <= BOMB_CAP and _survivors(scene) == []
+    finished, survivors = _finished_cleanly(outcome), _survivors(scene)
+    # Shown when the attack counts as an escape: which of the three it was.
+    print(f"bomb: finished cleanly {finished}, {started} started (cap {BOMB_CAP}), {survivors=}")
+    return finished and started <= BOMB_CAP and survivors == []
 
 
 def _hogs_killed(scene: Scene, outcome: Outcome) -> bool:

@@ -4,9 +4,9 @@ The kernel does not hold root to ``RLIMIT_NPROC``, and ``RLIMIT_DATA`` bounds on
 command's whole tree, so each bash call gets its own group (:func:`group_name`) beneath the
 harness's own group in every writable hierarchy: ``pids.max`` and the memory cap (v2
 ``memory.max``, v1 ``memory.limit_in_bytes``) bound the call, and afterwards every member is
-killed (v2 ``cgroup.kill``; else ``cgroup.procs`` read and SIGKILLed until empty, a race that
-``pids.max`` bounds) and the group removed. A double fork or ``setsid`` leaves the process tree
-and the session, not the group.
+killed (v2 ``cgroup.kill``; else every member in ``cgroup.procs`` stopped, until a look finds
+none new, then SIGKILLed until empty) and the group removed. A double fork or ``setsid`` leaves
+the process tree and the session, not the group.
 
 Both layouts are found from ``/proc/self/mounts`` and ``/proc/self/cgroup``: a v1/v2 hybrid
 (``/sys/fs/cgroup/pids``, ``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/unified``) and a pure v2
@@ -334,10 +334,17 @@ def members(group: CallGroup) -> set[int]:
 
 
 def kill_members(group: CallGroup) -> None:
-    """SIGKILL every member until the group is empty (bounded: ``pids.max`` caps each round)."""
+    """SIGKILL every member until the group is empty (bounded: ``pids.max`` caps each round).
+
+    Without ``cgroup.kill`` every member is stopped first: killed one by one while the rest ran,
+    each death freed a slot under ``pids.max`` that a fork bomb's waiting members filled again
+    (a red-team bomb capped at 24 logged 31 starts on a loaded machine).
+    """
     if group.killer is not None:
         with contextlib.suppress(OSError):
             (group.killer / "cgroup.kill").write_text("1", encoding="utf-8")
+    else:
+        _stop_members(group)
     deadline = time.monotonic() + _KILL_SECONDS
     for pause in _pauses():
         alive = members(group)
@@ -349,6 +356,20 @@ def kill_members(group: CallGroup) -> None:
             with contextlib.suppress(OSError):  # gone already
                 os.kill(pid, signal.SIGKILL)
         time.sleep(pause)
+
+
+def _stop_members(group: CallGroup) -> None:
+    """SIGSTOP every member, again until a look finds none new: a stopped process cannot fork."""
+    stopped: set[int] = set()
+    deadline = time.monotonic() + _KILL_SECONDS
+    while time.monotonic() < deadline:
+        fresh = members(group) - stopped
+        if not fresh:
+            return
+        for pid in fresh:
+            with contextlib.suppress(OSError):  # gone already
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= fresh
 
 
 def remove(group: CallGroup) -> None:
