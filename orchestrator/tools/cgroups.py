@@ -4,9 +4,9 @@ The kernel does not hold root to ``RLIMIT_NPROC``, and ``RLIMIT_DATA`` bounds on
 command's whole tree, so each bash call gets its own group (:func:`group_name`) beneath the
 harness's own group in every writable hierarchy: ``pids.max`` and the memory cap (v2
 ``memory.max``, v1 ``memory.limit_in_bytes``) bound the call, and afterwards every member is
-killed (v2 ``cgroup.kill``; else every member in ``cgroup.procs`` stopped, until a look finds
-none new, then SIGKILLed until empty) and the group removed. A double fork or ``setsid`` leaves
-the process tree and the session, not the group.
+killed (v2 ``cgroup.kill``; else ``pids.max`` lowered to 0, so none can fork again, and every
+member in ``cgroup.procs`` SIGKILLed until empty) and the group removed. A double fork or
+``setsid`` leaves the process tree and the session, not the group.
 
 Both layouts are found from ``/proc/self/mounts`` and ``/proc/self/cgroup``: a v1/v2 hybrid
 (``/sys/fs/cgroup/pids``, ``/sys/fs/cgroup/memory``, ``/sys/fs/cgroup/unified``) and a pure v2
@@ -336,15 +336,18 @@ def members(group: CallGroup) -> set[int]:
 def kill_members(group: CallGroup) -> None:
     """SIGKILL every member until the group is empty (bounded: ``pids.max`` caps each round).
 
-    Without ``cgroup.kill`` every member is stopped first: killed one by one while the rest ran,
-    each death freed a slot under ``pids.max`` that a fork bomb's waiting members filled again
-    (a red-team bomb capped at 24 logged 31 starts on a loaded machine).
+    Without ``cgroup.kill`` the group's ``pids.max`` is lowered to 0 first: killed one by one
+    while the rest ran, each death freed a slot that a fork bomb's waiting members filled again
+    (a red-team bomb capped at 24 logged 31 starts on a loaded machine). Lower pids are killed
+    first: mostly parents, and a child killed before its parent wakes the parent, which then
+    runs on (bash ends its fork retries and exits 254). Stopping every member first (SIGSTOP)
+    was tried and did the same: a stopped child's SIGCHLD woke its parent.
     """
     if group.killer is not None:
         with contextlib.suppress(OSError):
             (group.killer / "cgroup.kill").write_text("1", encoding="utf-8")
     else:
-        _stop_members(group)
+        _refuse_forks(group)
     deadline = time.monotonic() + _KILL_SECONDS
     for pause in _pauses():
         alive = members(group)
@@ -352,24 +355,19 @@ def kill_members(group: CallGroup) -> None:
             return
         if time.monotonic() > deadline:
             return  # stuck in the kernel (D state): nothing more a signal can do
-        for pid in alive:
+        for pid in sorted(alive):  # parents first, mostly: a child killed first wakes its parent
             with contextlib.suppress(OSError):  # gone already
                 os.kill(pid, signal.SIGKILL)
         time.sleep(pause)
 
 
-def _stop_members(group: CallGroup) -> None:
-    """SIGSTOP every member, again until a look finds none new: a stopped process cannot fork."""
-    stopped: set[int] = set()
-    deadline = time.monotonic() + _KILL_SECONDS
-    while time.monotonic() < deadline:
-        fresh = members(group) - stopped
-        if not fresh:
-            return
-        for pid in fresh:
-            with contextlib.suppress(OSError):  # gone already
-                os.kill(pid, signal.SIGSTOP)
-        stopped |= fresh
+def _refuse_forks(group: CallGroup) -> None:
+    """Lower the group's ``pids.max`` to 0: no member can fork again, whoever dies first."""
+    for directory in group.directories:
+        limit = directory / "pids.max"
+        if limit.exists():
+            with contextlib.suppress(OSError):  # the group is going; the kill still runs
+                limit.write_text("0", encoding="ascii")
 
 
 def remove(group: CallGroup) -> None:
