@@ -28,7 +28,8 @@ unexport PYTHONDONTWRITEBYTECODE
 # (the third fills the waits on timeouts and processes); the PostgreSQL tests share one worker
 # (--dist loadgroup) and so one cluster. Each run ends with its ten slowest tests, so a test
 # that outgrows its layer shows at once.
-PYTEST := $(PY) -m pytest -n 3 --dist loadgroup --durations=10
+PYTEST_ARGS := --dist loadgroup --durations=10
+PYTEST := $(PY) -m pytest -n 3 $(PYTEST_ARGS)
 
 # Everything but the bench layer (docs/development.md), hypothesis under its ci profile.
 test: lint
@@ -38,7 +39,7 @@ test: lint
 # Four workers on two cores: much of this layer waits (timeouts, silent endpoints) rather
 # than computes, and a third and fourth worker fill those waits (1:38 -> 1:14 here).
 test-fast: install
-	$(PY) -m pytest -n 4 --dist loadgroup --durations=10 -m "not e2e and not bench"
+	$(PY) -m pytest -n 4 $(PYTEST_ARGS) -m "not e2e and not bench"
 
 # Everything, with every hypothesis example each property asks for and the long runs at length.
 test-deep: lint

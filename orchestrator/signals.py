@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import FrameType
 
@@ -108,13 +108,8 @@ def stop_signals_interrupt() -> Iterator[StopRecord]:
         _ARRIVALS.arrived(signum)
         raise KeyboardInterrupt
 
-    previous = {stop: signal.signal(stop, handle) for stop in _NAMES}
-    previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
-    try:
+    with _handled_by({**dict.fromkeys(_NAMES, handle), signal.SIGINT: interrupt}):
         yield record
-    finally:
-        for stop, handler in previous.items():
-            signal.signal(stop, handler)
 
 
 @contextmanager
@@ -137,9 +132,19 @@ def stop_signals_deferred(wake: Callable[[], object]) -> Iterator[None]:
         _ARRIVALS.arrived(signum)
         wake()
 
-    previous = {stop: signal.signal(stop, defer) for stop in (signal.SIGINT, *_NAMES)}
+    with _handled_by(dict.fromkeys((signal.SIGINT, *_NAMES), defer)):
+        yield
+
+
+_Handler = Callable[[int, FrameType | None], None]
+
+
+@contextmanager
+def _handled_by(handlers: Mapping[signal.Signals, _Handler]) -> Iterator[None]:
+    """While inside, each signal goes to its handler; the old handlers come back on the way out."""
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
     try:
         yield
     finally:
-        for stop, handler in previous.items():
-            signal.signal(stop, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -133,7 +133,7 @@ def _drive(
                 future.add_done_callback(finished_runs.put)
             while pending and interrupt_mark() == mark:
                 run = finished_runs.get()
-                if run is None or run not in pending:
+                if run is None:
                     continue  # woken by a stop signal
                 pending.discard(run)
                 error = run.exception()
