@@ -336,9 +336,13 @@ def signal_during_bash(
     workdir: Path,
     trace: Path,
     signum: signal.Signals,
-    ready: Callable[[], None] = lambda: None,
+    ready: Callable[[subprocess.Popen[str]], None] = lambda process: None,
 ) -> tuple[subprocess.Popen[str], str, str]:
-    """Run a task whose bash call sleeps; send ``signum`` once the call (and ``ready``) ran."""
+    """Run a task whose bash call sleeps; send ``signum`` once the call (and ``ready``) ran.
+
+    ``ready`` gets the run's process, so a wait of its own can tell a run that ended from one
+    that is slow.
+    """
     process = subprocess.Popen(
         [
             sys.executable,
@@ -359,7 +363,7 @@ def signal_during_bash(
     )
     try:
         _wait_for_bash_call(trace, process)
-        ready()
+        ready(process)
         process.send_signal(signum)
         out, err = process.communicate(timeout=20)
     finally:

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -29,7 +30,7 @@ from orchestrator.signals import (
     stop_signals_interrupt,
 )
 from orchestrator.testing import MessagesServer
-from tests.test_chat import signal_during_bash
+from tests.test_chat import TIMEOUT, signal_during_bash
 
 # Signals to real processes: the e2e layer (docs/development.md).
 pytestmark = pytest.mark.e2e
@@ -67,11 +68,21 @@ def test_a_stop_signal_kills_the_tool_closes_the_trace_and_exits_128_plus_n(
     )
     trace = tmp_path / "run.jsonl"
 
-    def command_started() -> None:
-        deadline = time.monotonic() + 10
-        while not _survivors(marker) and time.monotonic() < deadline:
+    def command_started(process: subprocess.Popen[str]) -> None:
+        # Waits for the command or for the run's end, whichever comes first: on a loaded
+        # machine the start may be slow, and a run that ended says why in its trace.
+        deadline = time.monotonic() + TIMEOUT
+        while not _survivors(marker) and process.poll() is None:
+            if time.monotonic() > deadline:
+                break
             time.sleep(0.05)
-        assert _survivors(marker), "the command never started"
+        if not _survivors(marker):
+            process.kill()
+            out, err = process.communicate()
+            pytest.fail(
+                f"the command never started (exit {process.returncode}):\n{out}\n{err}\n"
+                + trace.read_text(encoding="utf-8", errors="replace")[-4000:]
+            )
 
     with MessagesServer(script) as server:
         process, out, err = signal_during_bash(server, tmp_path, trace, stop, command_started)

@@ -98,8 +98,17 @@ def reap_pids(root: Path) -> Iterator[list[Path]]:
     for pid_file in pid_files:
         if pid_file.exists() and pid_file.read_text().strip():
             pid = int(pid_file.read_text())
-            if _alive(pid):
+            # Only a process still working in this test's folder: the pid of one that ended
+            # may be another test's process by now (the pid space can be 32768).
+            if _alive(pid) and _works_in(pid, root):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _works_in(pid: int, folder: Path) -> bool:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")).is_relative_to(folder.resolve())
+    except OSError:
+        return False
 
 
 # --- Workdir confinement -----------------------------------------------------------------------

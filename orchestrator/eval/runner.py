@@ -11,7 +11,6 @@ the eval runs it again.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import errno
 import hashlib
@@ -39,7 +38,13 @@ from orchestrator.guard import canonical_call
 from orchestrator.loop import DEFAULT_SYSTEM, LoopSettings, RunOutcome
 from orchestrator.plan import EdgePolicy, PlanBoard
 from orchestrator.protocols import JSONObject, Model, ModelError, ModelLimits, ModelTurn
-from orchestrator.tools.processes import kill_group, launcher, with_reaper
+from orchestrator.tools.processes import (
+    has_exited,
+    kill_group,
+    launcher,
+    wait_unreaped,
+    with_reaper,
+)
 from orchestrator.tools.sandbox import Limits as SandboxLimits
 from orchestrator.tools.sandbox import Sandbox, SandboxPolicy, choose_sandbox
 
@@ -336,14 +341,14 @@ def run_check(
     with process.stdout as stream, selectors.DefaultSelector() as selector:
         selector.register(stream, selectors.EVENT_READ)
         try:
-            while process.poll() is None and time.monotonic() < deadline:
+            # Never reaped before the kill by group below: a reaped pid may be a stranger's.
+            while not has_exited(process) and time.monotonic() < deadline:
                 wait = min(deadline - time.monotonic(), 0.1)
                 if selector.get_map() and selector.select(max(wait, 0)):
                     if not _read_into(stream.fileno(), tail):
                         selector.unregister(stream)
                 elif not selector.get_map():
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        process.wait(max(wait, 0))
+                    wait_unreaped(process, max(wait, 0))
         finally:
             kill_group(process.pid)  # on timeout, and whatever the check left running
         code = process.wait()

@@ -39,7 +39,13 @@ from orchestrator.inert import inert
 from orchestrator.pinning import pin_problem
 from orchestrator.protocols import JSONObject
 from orchestrator.tools.arguments import OUTPUT_LIMIT, cut_middle
-from orchestrator.tools.processes import kill_everything, kill_group, launcher, with_reaper
+from orchestrator.tools.processes import (
+    kill_everything,
+    kill_group,
+    launcher,
+    wait_unreaped,
+    with_reaper,
+)
 from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 from orchestrator.tools.secrets import scrub_environment
 
@@ -319,9 +325,9 @@ class HookRunner:
                     started.append(self._start(hook, stdin, files))
                 running = [entry for entry in started if isinstance(entry, _Started)]
                 for hook_run in sorted(running, key=lambda entry: entry.deadline):
-                    try:
-                        hook_run.process.wait(timeout=max(hook_run.deadline - time.monotonic(), 0))
-                    except subprocess.TimeoutExpired:
+                    # Left unreaped, so the kill by its group in _ran reaches its group only.
+                    remaining = max(hook_run.deadline - time.monotonic(), 0)
+                    if not wait_unreaped(hook_run.process, remaining):
                         kill_everything(hook_run.process, None)  # what it started, setsid too
                         hook_run.process.wait()
                         hook_run.timed_out = True
@@ -359,8 +365,8 @@ class HookRunner:
         if entry.timed_out:
             return _Ran(None)
         kill_group(entry.process.pid)  # the reaper or bwrap ended the rest; a straggler goes too
+        code = entry.process.wait()
         head, stdout = _captured(entry.out)
-        code = entry.process.returncode
         return _Ran(code, head, self._redacted(stdout), self._redacted(_captured(entry.err)[1]))
 
     def _command(self, hook: Hook) -> tuple[list[str], dict[str, str]]:

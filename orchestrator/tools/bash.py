@@ -25,7 +25,7 @@ from orchestrator.signals import interrupt_mark, raise_if_interrupted_since
 from orchestrator.tools import cgroups
 from orchestrator.tools.arguments import error_result, optional, required, with_note
 from orchestrator.tools.cgroups import CallGroup
-from orchestrator.tools.processes import launcher, stop_command, with_reaper
+from orchestrator.tools.processes import has_exited, launcher, stop_command, with_reaper
 from orchestrator.tools.products.guard import ProductGuard
 from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 from orchestrator.tools.workdir import Workdir
@@ -353,7 +353,7 @@ def _watch(
             if interrupt_mark is not None:
                 raise_if_interrupted_since(interrupt_mark)
             now = time.monotonic()
-            if exited_at is None and process.poll() is not None:
+            if exited_at is None and has_exited(process):
                 exited_at = now
                 if exit_fd is not None:
                     selector.unregister(exit_fd)  # readable from now on: nothing more to say

@@ -13,12 +13,15 @@ import ctypes
 import functools
 import os
 import resource
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -120,8 +123,54 @@ def stop_command(
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def has_exited(process: subprocess.Popen[Any]) -> bool:
+    """Whether ``process`` has exited, leaving it unreaped: as a zombie its pid stays ours.
+
+    Once reaped, its pid, and with it the process group id, can go to a stranger's new session
+    before a kill by group that follows (the pid space can be as small as 32768, and a busy
+    machine goes round it in seconds). Reap it (``wait``) after that kill.
+    """
+    if process.returncode is not None:
+        return True
+    try:
+        found = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped elsewhere: Popen knows how it ended
+        return process.poll() is not None
+    return found is not None
+
+
+def wait_unreaped(process: subprocess.Popen[Any], timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for ``process`` to exit; it is left unreaped.
+
+    See :func:`has_exited`. Woken by a pidfd where the kernel has one (5.3+), else by a poll.
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    try:
+        pause = 0.001
+        while not has_exited(process):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if pidfd is not None:
+                select.select([pidfd], [], [], left)
+            else:
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 0.05)
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
 def kill_group(pid: int) -> None:
-    """SIGKILL the process group ``pid`` leads; a group already gone is no error."""
+    """SIGKILL the process group ``pid`` leads; a group already gone is no error.
+
+    ``pid`` must be a child not yet reaped (:func:`has_exited`), or its group may be a stranger's.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
