@@ -260,6 +260,28 @@ def test_kill_members_ends_a_forking_loop_within_its_cap() -> None:
         _assert_emptied(group, process)
 
 
+def test_a_listed_pid_that_is_no_longer_a_member_is_not_killed() -> None:
+    # As a member that ended and left its pid to a stranger between the listing and the kill:
+    # the kill reaches only processes the group still holds once each is pinned by a pidfd.
+    found = _require()
+    group = cgroups.create_call_group(found, max_processes=8, max_memory_bytes=64 << 20)
+    assert group is not None
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        with _started_in(group, ["sleep", "60"]) as member:
+            deadline = time.monotonic() + 60
+            while member.pid not in cgroups.members(group) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            cgroups._kill_pinned(group, {stranger.pid, member.pid})
+            assert member.wait(10) == -9
+            # A SIGKILL sent would have ended it by now; one not sent never fails this.
+            with pytest.raises(subprocess.TimeoutExpired):
+                stranger.wait(1)
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
 def _forks_refused(group: CallGroup) -> bool:
     """Whether the group's ``pids.max`` has refused a fork (``max`` in ``pids.events``)."""
     for directory in group.directories:

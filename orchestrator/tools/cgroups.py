@@ -355,10 +355,41 @@ def kill_members(group: CallGroup) -> None:
             return
         if time.monotonic() > deadline:
             return  # stuck in the kernel (D state): nothing more a signal can do
-        for pid in sorted(alive):  # parents first, mostly: a child killed first wakes its parent
-            with contextlib.suppress(OSError):  # gone already
-                os.kill(pid, signal.SIGKILL)
+        _kill_pinned(group, alive)
         time.sleep(pause)
+
+
+def _kill_pinned(group: CallGroup, found: set[int]) -> None:
+    """SIGKILL the members ``found``, each through a pidfd opened before it is known to be one.
+
+    A member that ended since it was listed may have left its pid to a stranger: each pid is
+    pinned first (a pidfd names one process, not a number), and signalled only if the group
+    still lists it afterwards, so the pinned process is the member. In pid order.
+    """
+    pinned: dict[int, int] = {}
+    try:
+        for pid in sorted(found):
+            try:
+                pinned[pid] = os.pidfd_open(pid)
+            except ProcessLookupError:
+                continue  # gone already
+            except (AttributeError, OSError):
+                _kill_numbers(found)  # no pidfds (a kernel before 5.3): by number, as before
+                return
+        still = members(group)
+        for pid, pidfd in pinned.items():
+            if pid in still:
+                with contextlib.suppress(OSError):  # it ended meanwhile
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        for pidfd in pinned.values():
+            os.close(pidfd)
+
+
+def _kill_numbers(found: set[int]) -> None:
+    for pid in sorted(found):
+        with contextlib.suppress(OSError):  # gone already
+            os.kill(pid, signal.SIGKILL)
 
 
 def _refuse_forks(group: CallGroup) -> None:
