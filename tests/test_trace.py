@@ -397,6 +397,16 @@ def test_the_rendered_line_is_the_walk_and_json_dumps_byte_for_byte(fields: dict
     assert _exact_line(dict(seen[0])) + b"\n" == expected  # the sinks saw the redacted event
 
 
+@pytest.mark.parametrize("secret", ["sk-ant-x1", "sk-ant-api03-AbCdEf12345678", "my-sk-ant-key"])
+def test_a_known_secret_shaped_like_a_key_is_redacted_where_its_shape_is_not(secret: str) -> None:
+    # Such a secret is looked for through the key shape's search alone; one too short for the
+    # shape's pattern ("sk-ant-x1") must still go, as the walk would have it.
+    renderer = TraceRenderer(RedactSecrets([secret]), None)
+    line = renderer(None, "info", {"event": "tool.result", "output": f"got {secret}."})
+    assert secret.encode() not in line
+    assert json.loads(line)["output"] == f"got {REDACTED}."
+
+
 def test_a_float_below_one_ten_thousandth_keeps_its_value_not_its_spelling() -> None:
     """The one known difference from json.dumps: orjson writes 0.00001 where it wrote 1e-05."""
     renderer = TraceRenderer(RedactSecrets(), None)
