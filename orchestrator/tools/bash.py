@@ -25,7 +25,13 @@ from orchestrator.signals import interrupt_mark, raise_if_interrupted_since
 from orchestrator.tools import cgroups
 from orchestrator.tools.arguments import error_result, optional, required, with_note
 from orchestrator.tools.cgroups import CallGroup
-from orchestrator.tools.processes import has_exited, launcher, stop_command, with_reaper
+from orchestrator.tools.processes import (
+    exit_fd,
+    has_exited,
+    launcher,
+    stop_command,
+    with_reaper,
+)
 from orchestrator.tools.products.guard import ProductGuard
 from orchestrator.tools.sandbox import Sandbox, SandboxPolicy
 from orchestrator.tools.workdir import Workdir
@@ -345,18 +351,18 @@ def _watch(
     output_open = True
     with contextlib.ExitStack() as cleanup, selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
-        exit_fd = _exit_fd(process)
-        if exit_fd is not None:
-            cleanup.callback(os.close, exit_fd)
-            selector.register(exit_fd, selectors.EVENT_READ)
+        pidfd = exit_fd(process)
+        if pidfd is not None:
+            cleanup.callback(os.close, pidfd)
+            selector.register(pidfd, selectors.EVENT_READ)
         while True:
             if interrupt_mark is not None:
                 raise_if_interrupted_since(interrupt_mark)
             now = time.monotonic()
             if exited_at is None and has_exited(process):
                 exited_at = now
-                if exit_fd is not None:
-                    selector.unregister(exit_fd)  # readable from now on: nothing more to say
+                if pidfd is not None:
+                    selector.unregister(pidfd)  # readable from now on: nothing more to say
                 if exited is not None:
                     exited()
             if exited_at is not None and not output_open:
@@ -368,21 +374,13 @@ def _watch(
                 return _Finish(timed_out=True)
             for key, _events in selector.select(min(deadline - now, _POLL_SECONDS)):
                 if key.fd != fd:
-                    continue  # the pidfd: bash exited, seen by poll() at the top
+                    continue  # the pidfd: bash exited, seen by has_exited() at the top
                 chunk = os.read(fd, _READ_CHUNK)
                 if chunk:
                     output.feed(chunk)
                 else:
                     output_open = False
                     selector.unregister(fd)
-
-
-def _exit_fd(process: subprocess.Popen[bytes]) -> int | None:
-    """A descriptor that becomes readable when ``process`` exits, where the kernel has pidfds."""
-    try:
-        return os.pidfd_open(process.pid)
-    except (AttributeError, OSError):
-        return None  # an old kernel; exits are then seen by polling
 
 
 def _drain(fd: int, output: _CappedText) -> None:

@@ -139,16 +139,21 @@ def has_exited(process: subprocess.Popen[Any]) -> bool:
     return found is not None
 
 
+def exit_fd(process: subprocess.Popen[Any]) -> int | None:
+    """A descriptor that becomes readable when ``process`` exits, where the kernel has pidfds."""
+    try:
+        return os.pidfd_open(process.pid)
+    except (AttributeError, OSError):
+        return None  # an old kernel; exits are then seen by polling
+
+
 def wait_unreaped(process: subprocess.Popen[Any], timeout: float) -> bool:
     """Wait up to ``timeout`` seconds for ``process`` to exit; it is left unreaped.
 
     See :func:`has_exited`. Woken by a pidfd where the kernel has one (5.3+), else by a poll.
     """
     deadline = time.monotonic() + timeout
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):
-        pidfd = None
+    pidfd = exit_fd(process)
     try:
         pause = 0.001
         while not has_exited(process):
