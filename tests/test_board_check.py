@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import attrs
@@ -107,9 +108,9 @@ def test_a_check_run_before_the_last_start_does_not_count(url: str) -> None:
     _sql(
         url,
         "UPDATE board_items SET status = 'completed' WHERE id = '5'",
+        # Written at the last line's time: a line earlier than the one before is named too.
         "INSERT INTO board_log (seq, ts, agent, item, src, dst, trigger) SELECT MAX(seq) + 1, "
-        "'2025-01-01T10:00:00+00:00', 'erin', '5', 'in_progress', 'completed', 'complete' "
-        "FROM board_log",
+        "MAX(ts), 'erin', '5', 'in_progress', 'completed', 'complete' FROM board_log",
     )
     assert "#5 completed without a passing run" in _failed(url)
 
@@ -204,3 +205,139 @@ def test_a_position_out_of_the_logs_order_is_named(url: str, statement: str, fra
 def test_a_check_for_an_item_not_on_the_board_is_named(url: str) -> None:
     _sql(url, "INSERT INTO board_checks (item, command, set_by) VALUES ('9', 'true', NULL)")
     assert "the store holds a check for #9, which is not on the board" in _failed(url)
+
+
+def test_an_owner_rewritten_in_the_log_alone_is_named(url: str) -> None:
+    # #1 was started and completed by alice: the store keeps her on record as its owner.
+    _sql(url, "UPDATE board_log SET agent = 'mallory' WHERE item = '1' AND trigger != 'add'")
+    assert "the final state: #1's owner in the store is alice; the log says mallory" in (
+        _failed(url)
+    )
+
+
+@pytest.mark.parametrize(
+    ("statement", "fragment"),
+    [
+        (
+            "UPDATE board_items SET owner = 'mallory' WHERE id = '1'",
+            "store is mallory; the log says alice",
+        ),
+        (
+            "UPDATE board_items SET owner = NULL WHERE id = '1'",
+            "store is no one; the log says alice",
+        ),
+        (
+            "UPDATE board_items SET owner = 'alice' WHERE id = '5'",
+            "#5's owner in the store is alice",
+        ),
+    ],
+)
+def test_an_owner_rewritten_in_the_store_alone_is_named(
+    url: str, statement: str, fragment: str
+) -> None:
+    _sql(url, statement)
+    assert fragment in _failed(url)
+
+
+def test_every_edge_leaves_the_owner_the_store_does(url: str) -> None:
+    # A forced release, an expiry, a person's cancel and an agent's pause leave no owner; a
+    # completion keeps the completer; board check agrees with the store on each.
+    clock = [2_000_000_000.0]
+    with open_store(url, clock=lambda: clock[0]) as store:
+        store.claim("carol", item_id="2")
+        store.release("2", agent="person:ann", force=True)
+        store.claim("carol", item_id="2", lease=10)
+        clock[0] += 11
+        assert store.items()[1].owner is None  # expired
+        store.claim("dave", item_id="2")
+        store.release("2", agent="dave")
+        store.claim("dave", item_id="2")
+        store.cancel("2", agent="person:ann")
+        owners = {item.id: item.owner for item in store.items()}
+    assert owners == {"1": "alice", "2": None, "3": "alice", "4": "bob", "5": None}
+    done = board("check", url)
+    assert (done.code, done.err) == (0, ""), done
+    _sql(url, "UPDATE board_items SET owner = 'dave' WHERE id = '2'")
+    assert "#2's owner in the store is dave; the log says no one" in _failed(url)
+
+
+def test_a_deleted_item_and_its_log_lines_are_named_by_the_counters(url: str) -> None:
+    with open_store(url) as store:
+        store.add("Document it")  # #6, and the log's last line
+        store.add("Tag it", item_id="v1")  # an id given: next_id does not move
+    assert board("check", url).code == 0
+    _sql(
+        url,
+        "DELETE FROM board_items WHERE id = 'v1'",
+        "DELETE FROM board_log WHERE seq = (SELECT MAX(seq) FROM board_log)",
+    )
+    assert (
+        "the store's next_position counter is 8, but the last position the log's items took "
+        "is #6's (6)" in _failed(url)
+    )
+    _sql(
+        url,
+        "DELETE FROM board_items WHERE id = '6'",
+        "DELETE FROM board_log WHERE seq = (SELECT MAX(seq) FROM board_log)",
+        "UPDATE board_meta SET value = 7 WHERE key = 'next_position'",
+    )
+    assert "the store's next_id counter is 7, but #6, an id it gave out, is not on the board" in (
+        _failed(url)
+    )
+
+
+def test_ids_a_caller_chose_do_not_trouble_the_id_counter(tmp_path: Path) -> None:
+    # An id given by hand may be a number next_id has not reached: that is not tampering.
+    address = sqlite_url(tmp_path / "ids.db")
+    with open_store(address) as store:
+        store.add("chosen", item_id="3")
+        store.add("first")  # #1
+        store.add("second")  # #2
+        store.add("fourth")  # #4: 3 was taken
+        assert [item.id for item in store.items()] == ["3", "1", "2", "4"]
+    done = board("check", address)
+    assert (done.code, done.err) == (0, ""), done
+    _sql(address, "UPDATE board_meta SET value = 9 WHERE key = 'next_id'")
+    assert "next_id counter is 9, but #5, an id it gave out, is not on the board" in (
+        _failed(address)
+    )
+
+
+def test_a_log_line_missing_between_others_is_named(url: str) -> None:
+    _sql(url, "DELETE FROM board_log WHERE seq = 7")
+    assert "log line seq 8: the log skips from seq 6 to 8" in _failed(url)
+
+
+def test_log_lines_swapped_are_named_by_their_times(url: str) -> None:
+    # Lines of one transaction share a time: the honest log passed above with several such.
+    with open_store(url) as store:
+        store.claim("carol", item_id="2")
+        store.release("2", agent="carol")
+    # A second later: within CLOCK_SKEW, but a SQLite board's writers share one clock.
+    with open_store(url, clock=lambda: time.time() + 1) as store:
+        store.add("Later")
+        last = max(entry.seq for entry in store.log())
+    assert board("check", url).code == 0
+    _sql(
+        url,
+        f"UPDATE board_log SET seq = -1 WHERE seq = {last - 1}",
+        f"UPDATE board_log SET seq = {last - 1} WHERE seq = {last}",
+        f"UPDATE board_log SET seq = {last} WHERE seq = -1",
+    )
+    assert f"log line seq {last}: written at " in _failed(url)
+    assert f"before line seq {last - 1} (" in _failed(url)
+
+
+def test_a_time_within_the_clock_skew_passes_only_where_clocks_may_differ() -> None:
+    def line(seq: int, ts: str) -> LogEntry:
+        return LogEntry(seq, ts, None, str(seq), None, "pending", "add", "x", ())
+
+    entries = [line(1, "2026-01-01T10:00:03+00:00"), line(2, "2026-01-01T10:00:00+00:00")]
+    final = [BoardItem("1", "x", Status.PENDING), BoardItem("2", "x", Status.PENDING)]
+    assert check_log(entries, final, clock_skew=5.0) is None
+    violation = check_log(entries, final, clock_skew=0.0)
+    assert violation is not None and violation.seq == 2
+    later = [*entries, line(3, "2026-01-01T09:59:57+00:00")]  # 6 s before seq 1: too far
+    violation = check_log(later, [*final, BoardItem("3", "x", Status.PENDING)], clock_skew=5.0)
+    assert violation is not None and violation.seq == 3
+    assert "before line seq 1 (2026-01-01T10:00:03+00:00)" in violation.message

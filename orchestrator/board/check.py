@@ -13,9 +13,21 @@ From the log alone it proves, line by line, that:
   started, or with ``--skip-check`` logged on the completion;
 - an agent never cancelled an item carrying a check a person set;
 - every line but an ``add`` names who acted (an ``add`` through the Python API may name no one);
-- and that the state the log arrives at is the store's own, item for item: status, owner,
-  text, blockers, check and who set it (which decides who may cancel the item), and the
-  board's order (each item's position comes after those of the items added before it).
+- its lines are numbered 1, 2, 3… with none missing, and no line's time (``ts``) is earlier
+  than a line before it (see :data:`CLOCK_SKEW` for a board on PostgreSQL);
+- and that the state the log arrives at is the store's own, item for item: status, owner
+  (``start`` makes the starter the owner, ``complete`` keeps them on record, ``pause``,
+  ``expire`` and ``cancel`` leave no owner), text, blockers, check and who set it (which
+  decides who may cancel the item), and the board's order (each item's position comes after
+  those of the items added before it);
+- and, given the store's counters, that none was moved: every id ``next_id`` gave out is an
+  item on the board, and ``next_position`` is one past the position of the item added last
+  (so an item deleted together with the log's last lines is named too).
+
+What it cannot prove: a log whose last lines were deleted with everything they changed in the
+store, when they added no item (a trailing ``start`` and the item's row put back as it was), or
+lines rewritten whole with every rule kept. The JSON board file (``--board FILE``) keeps no
+log; ``board check`` reads SQL stores only.
 
 An ``add`` line a store wrote before it recorded checks (schema 1) says nothing about the
 item's check: such an item is held to the check rules only once an ``edit`` line names its
@@ -24,6 +36,7 @@ check.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
@@ -32,6 +45,13 @@ from transitions import EventData, MachineError
 from orchestrator.board.inputs import is_person
 from orchestrator.board.store import NOTE_TRIGGERS, BoardContents, BoardItem, LogEntry
 from orchestrator.plan import ItemMachine, Status
+
+#: How far (seconds) a line's time may be before an earlier line's on a PostgreSQL board. Each
+#: writer stamps its lines by its own machine's clock, once it has the board's lock, and two
+#: machines' clocks differ a little. A SQLite board's writers share one machine (its WAL needs
+#: that) and so one clock: there no line may be earlier at all. A reordering of lines closer in
+#: time than this on a PostgreSQL board is beyond what the times can show.
+CLOCK_SKEW = 5.0
 
 
 @attrs.frozen
@@ -207,7 +227,14 @@ def check_contents(contents: BoardContents) -> Violation | None:
 
     What ``board check`` runs: the log, and everything the store holds beside it.
     """
-    return check_log(contents.log, contents.items, checks=contents.checks, setters=contents.setters)
+    return check_log(
+        contents.log,
+        contents.items,
+        checks=contents.checks,
+        setters=contents.setters,
+        counters=contents.counters,
+        clock_skew=0.0 if contents.dialect == "sqlite" else CLOCK_SKEW,
+    )
 
 
 def check_log(
@@ -216,20 +243,35 @@ def check_log(
     *,
     checks: Mapping[str, str] | None = None,
     setters: Mapping[str, str | None] | None = None,
+    counters: Mapping[str, int] | None = None,
+    clock_skew: float = CLOCK_SKEW,
 ) -> Violation | None:
     """The first violation in the log (or between it and ``final``), or None when it holds.
 
     ``checks`` is the store's checks by item id; given, each item's check is compared with
     the one its log arrives at (where the log says). ``setters`` is who set each of them in
     the store; given, it is compared with who the log says set it. Items that carry a
-    position (read from a store) are held to the log's order.
+    position (read from a store) are held to the log's order. ``counters`` is the store's
+    meta counters; given, ``next_id`` and ``next_position`` are held to the items. A line's
+    time may be up to ``clock_skew`` seconds before the latest time of the lines before it.
     """
     checker = _Checker()
     last = 0
+    latest: tuple[dt.datetime, LogEntry] | None = None
     for entry in entries:
         if entry.seq != last + 1:
             return Violation(entry.seq, f"the log skips from seq {last} to {entry.seq}")
         last = entry.seq
+        when = _time(entry.ts)
+        if when is not None:
+            if latest is not None and (latest[0] - when).total_seconds() > clock_skew:
+                return Violation(
+                    entry.seq,
+                    f"written at {entry.ts}, before line seq {latest[1].seq} ({latest[1].ts}); "
+                    "the log's lines are out of order",
+                )
+            if latest is None or when > latest[0]:
+                latest = (when, entry)
         problem = checker.apply(entry)
         if problem is not None:
             return Violation(entry.seq, problem)
@@ -246,8 +288,54 @@ def check_log(
         )
         if problem is not None:
             return Violation(None, problem)
-    problem = _out_of_order([stored[item_id] for item_id in checker.items])
+    added = [stored[item_id] for item_id in checker.items]
+    problem = _out_of_order(added) or _counters_differ(added, counters)
     return None if problem is None else Violation(None, problem)
+
+
+def _time(ts: str) -> dt.datetime | None:
+    """A log line's time; None for one that is not a time with its offset.
+
+    The store's reader names such a row malformed before ``board check`` sees it.
+    """
+    try:
+        when = dt.datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
+def _counters_differ(added: Sequence[BoardItem], counters: Mapping[str, int] | None) -> str | None:
+    """How the store's counters disagree with its items (in the order the log added them).
+
+    Each id ``next_id`` gave out went to an item, or was skipped because an item had it
+    already; each add took the next position. Items are never deleted.
+    """
+    if not counters:
+        return None
+    next_id = counters.get("next_id")
+    if next_id is not None:
+        if next_id < 1:
+            return f"the store's next_id counter is {next_id}; ids start at 1"
+        ids = {item.id for item in added}
+        # Every id below next_id is an item's: with n items, one of 1…n+1 is missing if any is.
+        for number in range(1, min(next_id, len(added) + 2)):
+            if str(number) not in ids:
+                return (
+                    f"the store's next_id counter is {next_id}, but #{number}, an id it gave "
+                    "out, is not on the board (an item and its log lines deleted?)"
+                )
+    next_position = counters.get("next_position")
+    positioned = [item.position for item in added if item.position is not None]
+    if next_position is not None and len(positioned) == len(added):
+        expected = positioned[-1] + 1 if positioned else 1
+        if next_position != expected:
+            last = f"#{added[-1].id}'s ({positioned[-1]})" if added else "none"
+            return (
+                f"the store's next_position counter is {next_position}, but the last position "
+                f"the log's items took is {last} (an item and its log lines deleted?)"
+            )
+    return None
 
 
 def _set_by_differs(
@@ -290,8 +378,13 @@ def _differs(item: BoardItem, replayed: _Replayed, checks: Mapping[str, str] | N
     name = f"#{item.id}"
     if replayed.state != item.status.value:
         return f"{name} is {item.status} in the store; the log leaves it {replayed.state}"
-    if item.status == Status.IN_PROGRESS and item.owner != replayed.owner:
-        return f"{name} is held by {item.owner} in the store; the log says {replayed.owner}"
+    if item.owner != replayed.owner:
+        if item.status == Status.IN_PROGRESS:
+            return f"{name} is held by {item.owner} in the store; the log says {replayed.owner}"
+        return (
+            f"{name}'s owner in the store is {item.owner or 'no one'}; "
+            f"the log says {replayed.owner or 'no one'}"
+        )
     if item.text != replayed.text:
         return f"{name}'s text in the store is not the text its log gave it"
     if item.blocked_by != replayed.blocked_by:

@@ -200,6 +200,10 @@ class BoardContents:
     checks: Mapping[str, str]
     #: Who set each item's check, by item id (None: a store that did not say).
     setters: Mapping[str, str | None] = attrs.field(factory=dict)
+    #: The meta table's counters (``next_id``, ``next_position``…), by key.
+    counters: Mapping[str, int] = attrs.field(factory=dict)
+    #: The database the board is in (``sqlite``, ``postgresql``; empty: not said).
+    dialect: str = ""
 
 
 class _Cursor(Protocol):
@@ -950,8 +954,11 @@ class SqlBoardStore:
             found = _checks(tx)
             checks = {item: command for item, (command, _) in found.items()}
             setters = {item: set_by for item, (_, set_by) in found.items()}
-            _counters(tx)  # a counter no version writes breaks every later add: named here too
-            return BoardContents(_all_items(tx), _all_entries(tx), checks, setters)
+            # A counter no version writes breaks every later add: named here too.
+            counters = _counters(tx)
+            return BoardContents(
+                _all_items(tx), _all_entries(tx), checks, setters, counters, self._dialect.name
+            )
 
     def log(self, after: int = 0) -> Iterator[LogEntry]:
         """The log in order, from the line after ``after``."""
@@ -1225,9 +1232,12 @@ class SqlBoardStore:
             raise _store_failed(error) from None
         cursor = connection.cursor()
         try:
-            tx = _Transaction(cursor, self._sql, self._clock())
+            tx = _Transaction(cursor, self._sql, 0.0)
             if dialect.row_lock:
                 tx.query("SELECT value FROM {meta} WHERE key = 'lock' FOR UPDATE")
+            # The time is read once the writer has its turn, so the log's times follow its
+            # order (``board check`` holds them to it) however long the writer waited.
+            tx.now = self._clock()
             if expire:
                 _expire(self._edges, tx)
             yield tx
@@ -1299,13 +1309,16 @@ def _checks(tx: _Transaction) -> dict[str, tuple[str, str | None]]:
     return {item: (command, set_by) for item, command, set_by in map(_check_row, rows)}
 
 
-def _counters(tx: _Transaction) -> None:
+def _counters(tx: _Transaction) -> dict[str, int]:
     """Each counter of the meta table a change takes; :class:`StoreError` naming a malformed one."""
     found = dict(tx.query("SELECT key, value FROM {meta}"))
+    counters: dict[str, int] = {}
     for key, _start in schema.counters():
         value = found.get(key)
         if isinstance(value, bool) or not isinstance(value, int):
             raise _malformed("the board's meta table", f"its {key} counter is {_label(value)}")
+        counters[key] = value
+    return counters
 
 
 def _all_items(tx: _Transaction) -> tuple[BoardItem, ...]:
