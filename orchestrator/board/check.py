@@ -20,7 +20,7 @@ From the log alone it proves, line by line, that:
   ``expire`` and ``cancel`` leave no owner), text, blockers, check and who set it (which
   decides who may cancel the item), and the board's order (each item's position comes after
   those of the items added before it);
-- and, given the store's counters, that none was moved: every id ``next_id`` gave out is an
+- and, given the store's counters, that they agree with the items: every id ``next_id`` gave out is an
   item on the board, and ``next_position`` is one past the position of the item added last
   (so an item deleted together with the log's last lines is named too).
 
