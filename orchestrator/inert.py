@@ -7,7 +7,8 @@ at the user's terminal: ``ESC ] 52`` writes the clipboard, ``ESC ] 8`` hides a l
 cursor moves rewrite lines already read, DCS/APC pass through to a multiplexer, and bidi
 overrides reorder what is shown. Every such character becomes a visible escape (``␛]52;…``,
 ``\x07``, ``\u202e``): never interpreted, and never silently dropped, so the user sees that
-something was there. Newlines and tabs stay. The trace and JSON outputs keep the exact bytes.
+something was there. Newlines and tabs stay. The trace keeps the exact bytes; JSON on stdout
+keeps the exact value, each such character written as its JSON escape (:func:`json_escaped`).
 """
 
 from __future__ import annotations
@@ -35,3 +36,16 @@ def inert(text: str) -> str:
     if _UNSAFE.search(text) is None:  # the common case: nothing to do, no copy
         return text
     return _UNSAFE.sub(_visible, text)
+
+
+def json_escaped(text: str) -> str:
+    r"""A JSON ``text`` with each character :func:`inert` would escape written as ``\uXXXX``.
+
+    The same JSON value, parsed: outside its strings JSON has no such character, and inside one
+    the escape means the character. ``json.dumps`` escapes the C0 controls already, but not DEL,
+    the C1 range, the bidirectional controls or half a surrogate pair, which would reach a
+    terminal raw (or fail to encode).
+    """
+    if _UNSAFE.search(text) is None:
+        return text
+    return _UNSAFE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)

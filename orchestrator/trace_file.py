@@ -18,6 +18,8 @@ from typing import IO, Any
 import attrs
 import orjson
 
+from orchestrator.inert import json_escaped
+
 #: The trace format this orchestrator writes and the newest it reads. Bump it when a reader of
 #: an older format could misread the lines.
 TRACE_FORMAT = 1
@@ -39,12 +41,13 @@ def json_utf8(text: str) -> bytes:
 
 
 def json_text(value: Any) -> str:
-    """``value`` as one line of JSON that can be written as UTF-8 (``default=str``).
+    """``value`` as one line of JSON for stdout (``default=str``).
 
-    What the JSON outputs on stdout print: readable even when a text in it holds half a
-    surrogate pair.
+    What the JSON outputs print: it can be written as UTF-8 even when a text in it holds half a
+    surrogate pair, and no character a terminal would act on is written raw
+    (:func:`orchestrator.inert.json_escaped`).
     """
-    return escape_surrogates(json.dumps(value, ensure_ascii=False, default=str))
+    return json_escaped(json.dumps(value, ensure_ascii=False, default=str))
 
 
 def escape_surrogates(text: str) -> str:

@@ -238,6 +238,159 @@ def test_bad_input_is_one_line_and_changes_nothing(
 
 
 @pytest.mark.parametrize(
+    "args",
+    [
+        ("show", "URL", "a\nb"),  # click's own message quotes the extra argument
+        ("show", "URL", "\x1b]0;pwned\x07"),
+        ("add", "URL", "--from", "no\nsuch"),
+        ("show", "URL", "--html", "/nonexistent\n/x.html"),
+        ("show", "sqlite:///no\nsuch.db", "--html"),
+        ("show", "sqlite:///no\x1b[31msuch.db"),
+    ],
+)
+def test_a_persons_newline_or_escape_in_an_argument_stays_on_the_one_line(
+    url: str, args: tuple[str, ...]
+) -> None:
+    # Whatever message names the argument (click's, the store's, the page's), the line is
+    # one line, and a terminal shows the escape rather than obeys it.
+    before = state(url)
+    done = board(*(url if arg == "URL" else arg for arg in args))
+    assert done.one_line_error, done
+    assert "\x1b" not in done.err and "\x07" not in done.err
+    assert state(url) == before
+
+
+def test_json_output_escapes_what_a_terminal_would_obey_and_keeps_the_value(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "board.db"
+    address = sqlite_url(path)
+    assert board("add", address, "First").code == 0
+    assert board("add", address, "Second", "--check", "make test").code == 0
+    hostile = "x\x9b2J\u202eevil\x7f\x85"
+    with sqlite3.connect(path) as connection:  # a hand edit: the CLI refuses such text
+        connection.execute("UPDATE board_items SET text = ? WHERE id = '1'", (hostile,))
+        connection.execute("UPDATE board_log SET text = ? WHERE seq = 1", (hostile,))
+        connection.execute("UPDATE board_checks SET command = ? WHERE item = '2'", (hostile,))
+    connection.close()
+    shown = board("show", address, "--json")
+    logged = board("log", address, "--json")
+    for done in (shown, logged):
+        assert done.code == 0, done
+        for char in "\x9b\u202e\x7f\x85":
+            assert char not in done.out, (char, done.out)
+    items = {item["id"]: item for item in json.loads(shown.out)["items"]}
+    assert items["1"]["text"] == hostile
+    assert items["2"]["check"] == hostile
+    assert json.loads(logged.out.splitlines()[0])["text"] == hostile
+
+
+@pytest.mark.parametrize(
+    ("edit", "args", "fragment"),
+    [
+        (
+            "UPDATE board_meta SET value = 9223372036854775807 WHERE key = 'next_id'",
+            ("add", "URL", "One more"),
+            "its next_id counter is 9223372036854775807",
+        ),
+        (
+            "UPDATE board_meta SET value = 9223372036854775807 WHERE key = 'next_position'",
+            ("add", "URL", "One more"),
+            "its next_position counter is 9223372036854775807",
+        ),
+        (
+            "UPDATE board_meta SET value = -100 WHERE key = 'next_position'",
+            ("add", "URL", "One more"),
+            "its next_position counter is -100",
+        ),
+        (
+            "UPDATE board_log SET seq = 9223372036854775807 WHERE seq = 2",
+            ("claim", "URL", "2", "--agent", "bob"),
+            "the board's log: the store's row is malformed (its last seq is 9223372036854775807)",
+        ),
+    ],
+)
+def test_a_counter_with_no_next_number_is_named_not_a_traceback(
+    tmp_path: Path, edit: str, args: tuple[str, ...], fragment: str
+) -> None:
+    path = tmp_path / "board.db"
+    address = sqlite_url(path)
+    assert board("add", address, "First").code == 0
+    assert board("add", address, "Second").code == 0
+    with sqlite3.connect(path) as connection:
+        connection.execute(edit)
+    connection.close()
+    before = _rows(path)
+    done = board(*(address if arg == "URL" else arg for arg in args))
+    assert done.one_line_error, done
+    assert fragment in done.err
+    assert _rows(path) == before
+
+
+def test_a_schema_that_is_not_a_number_is_named_and_never_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "board.db"
+    address = sqlite_url(path)
+    assert board("add", address, "First").code == 0
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE board_meta SET value = 'x' WHERE key = 'schema'")
+    connection.close()
+    before = path.read_bytes()
+    for args in (("check", address), ("show", address), ("claim", address, "--agent", "a")):
+        done = board(*args)
+        assert done.one_line_error, (args, done)
+        assert "the store's row is malformed (its schema is x)" in done.err
+    assert path.read_bytes() == before
+
+
+def test_a_sqlite_file_another_program_marked_is_not_made_a_board(tmp_path: Path) -> None:
+    # No tables, but a view, or the application id and user version a program sets.
+    marks = {
+        "view.db": ("CREATE VIEW answers AS SELECT 42", "it holds other tables: answers"),
+        "app.db": ("PRAGMA application_id = 1234", "application_id 1234, user_version 0"),
+        "versioned.db": ("PRAGMA user_version = 7", "application_id 0, user_version 7"),
+    }
+    for name, (statement, fragment) in marks.items():
+        path = tmp_path / name
+        with sqlite3.connect(path) as connection:
+            connection.execute(statement)
+        connection.close()
+        before = path.read_bytes()
+        for args in (("add", str(path), "x"), ("show", str(path))):
+            done = board(*args)
+            assert done.one_line_error, (name, done)
+            assert "not a board database" in done.err and fragment in done.err, done.err
+        assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(marks)
+
+
+def test_a_postgresql_server_that_never_answers_is_named_within_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+    import threading
+
+    from orchestrator.board import stores
+
+    # Accepts the connection and says nothing: without a connect timeout libpq waits for ever.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    port = silent.getsockname()[1]
+    # Should no timeout be set, the connect ends when this closes, with another message.
+    threading.Timer(30, silent.close).start()
+    assert stores.PG_CONNECT_TIMEOUT < 5  # the rule for a board that cannot be opened
+    monkeypatch.setattr(stores, "PG_CONNECT_TIMEOUT", 1)  # the test waits one second, not three
+    try:
+        base = f"postgresql://127.0.0.1:{port}/db"
+        for url in (base, f"{base}?connect_timeout=1"):  # the URL's own setting is kept
+            done = board("show", url)
+            assert done.one_line_error, done
+            assert "cannot connect: connection timeout expired" in done.err
+    finally:
+        silent.close()
+
+
+@pytest.mark.parametrize(
     ("flags", "fragment"),
     [
         (("--agent", "person:mallory"), "--agent: agent must be a name of printable characters"),
@@ -597,6 +750,7 @@ def test_add_from_names_the_line_of_a_refused_item(tmp_path: Path) -> None:
         ('One\n{"id": "docs", "text": "Docs again"}\n', "--from: line 2: item #docs exists"),
         ("Fine\n" + "x" * 2001 + "\n", "--from: line 2: the item text is 2,001 characters"),
         ('{"text": "x", "check": "' + "y" * 2001 + '"}\n', "--from: line 1: the check command"),
+        ('{"text": ' + "[" * 5000 + "]" * 5000 + "}\n", "--from: line 1 is nested too deeply"),
     ):
         refused = board("add", address, "--from", "-", stdin=lines)
         assert refused.one_line_error, (lines, refused)

@@ -70,6 +70,17 @@ def test_inert_shows_half_a_surrogate_pair_as_its_escape() -> None:
     shown.encode("utf-8")
 
 
+def test_json_escaped_writes_what_a_terminal_obeys_as_escapes_and_keeps_the_value() -> None:
+    from orchestrator.inert import json_escaped
+
+    value = {"k\u202e": ["\x1b[2J", "\x9b6n", "\x7f", "\u2066x\u2069", "\ud800", "é\t\n😀"]}
+    text = json_escaped(json.dumps(value, ensure_ascii=False))
+    assert json.loads(text) == value
+    assert inert(text) == text  # nothing left for a terminal to act on
+    assert "é" in text and "😀" in text  # the rest stays readable, not ASCII-escaped
+    text.encode("utf-8")  # half a surrogate pair no longer fails the write
+
+
 def test_inert_keeps_plain_text_tabs_and_newlines() -> None:
     text = "ok\ttabbed\nnext line — ünïcode ✓"
     assert inert(text) is text

@@ -259,6 +259,10 @@ class _Dialect(Protocol):
     def sql(self, text: str) -> str: ...
 
 
+#: Past the last number both databases keep in an integer column (signed 64 bits): a counter
+#: or a seq there has no next one.
+_INT64_END = 2**63 - 1
+
 _ITEM_COLUMNS = "id, text, status, owner, lease_until, blocked_by, position"
 _LOG_COLUMNS = (
     "seq, ts, agent, item, src, dst, trigger, text, blocked_by, check_command, exit_code, "
@@ -300,7 +304,7 @@ class _Transaction:
         """The next number of a counter (ids, log seq, positions)."""
         rows = self.query("SELECT value FROM {meta} WHERE key = ?", key)
         value = rows[0][0] if rows else None
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _INT64_END:
             raise _malformed("the board's meta table", f"its {key} counter is {_label(value)}")
         self.run("UPDATE {meta} SET value = ? WHERE key = ?", value + 1, key)
         return value
@@ -328,7 +332,10 @@ class _Transaction:
             # The log's last seq, once per transaction: writers take turns, so no other
             # writer appends in between (and no counter row is rewritten per line).
             ((last,),) = self.query("SELECT MAX(seq) FROM {log}")
-            if last is not None and (isinstance(last, bool) or not isinstance(last, int)):
+            if last is not None and (
+                isinstance(last, bool) or not isinstance(last, int) or not 0 <= last < _INT64_END
+            ):
+                # The next line's seq must fit where the database keeps it (a signed 64 bits).
                 raise _malformed("the board's log", f"its last seq is {_label(last)}")
             self._seq = last or 0
         self._seq += 1
@@ -1195,6 +1202,10 @@ class SqlBoardStore:
             cursor.close()
             _end_quietly(dialect, connection)
         value = None if row is None else row[0]
+        if row is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            # Not a schema any orchestrator wrote: "upgrading" it would overwrite the evidence.
+            malformed = _malformed("the board's meta table", f"its schema is {_label(value)}")
+            raise BoardUrlError(f"{self.url}: {malformed}")
         if isinstance(value, int) and value > schema.SCHEMA:
             raise BoardUrlError(
                 f"{self.url}: the board's schema {value} was written by a newer orchestrator; "

@@ -58,6 +58,9 @@ def sqlite_url(path: Path, board: str | None = None) -> str:
     return url if board is None else f"{url}?board={board}"
 
 
+#: Seconds to wait for a PostgreSQL server to answer before the board is called unopenable.
+PG_CONNECT_TIMEOUT = 3
+
 #: The turn file's (device, inode) -> the thread that holds its lock through some store of this
 #: process: a second store of the same board in that thread must not wait on it (it would wait
 #: on itself for ever); it waits on SQLite's lock instead, with its busy timeout, as it always
@@ -122,8 +125,22 @@ class _SQLite:
 
     def tables(self, connection: Any) -> set[str]:
         try:
-            rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            return {str(row[0]) for row in rows.fetchall()}
+            # A view is another program's as much as a table is.
+            rows = connection.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            )
+            names = {str(row[0]) for row in rows.fetchall()}
+            if not names:
+                # No tables yet, but marked by the program it belongs to: not ours to write.
+                ((application,),) = connection.execute("PRAGMA application_id").fetchall()
+                ((version,),) = connection.execute("PRAGMA user_version").fetchall()
+                if application or version:
+                    raise BoardUrlError(
+                        f"{self.path}: not a board database (another program marked it: "
+                        f"application_id {application}, user_version {version}); give a new "
+                        "file or an empty database"
+                    )
+            return names
         except sqlite3.DatabaseError as error:
             if isinstance(error, sqlite3.OperationalError) and "unable to open" in str(error):
                 raise BoardUrlError(f"{self.path}: cannot open the board: {error}") from None
@@ -233,9 +250,14 @@ class _Postgres:
 
     def connect(self, *, create: bool) -> Any:
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict
 
         try:
-            return psycopg.connect(self.url, connect_timeout=10)
+            # A URL's own connect_timeout wins; else a server that never answers is named as
+            # unopenable within seconds, as a bad path is.
+            if "connect_timeout" in conninfo_to_dict(self.url):
+                return psycopg.connect(self.url)
+            return psycopg.connect(self.url, connect_timeout=PG_CONNECT_TIMEOUT)
         except psycopg.Error as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
             raise BoardUrlError(f"{_shown(self.url)}: cannot connect: {first}") from None

@@ -22,6 +22,7 @@ import click
 
 from orchestrator.cli._click import CONTEXT_SETTINGS, FullHelpGroup, InputError
 from orchestrator.inert import inert
+from orchestrator.trace_file import json_text
 
 if TYPE_CHECKING:
     from orchestrator.board.store import BoardItem, SqlBoardStore
@@ -102,7 +103,7 @@ def _line(item: BoardItem, done: frozenset[str] = frozenset(), check: str | None
 
 
 def _say_item(item: BoardItem, as_json: bool) -> None:
-    click.echo(json.dumps(item.as_dict(), ensure_ascii=False) if as_json else _line(item))
+    click.echo(json_text(item.as_dict()) if as_json else _line(item))
 
 
 def _one(message: str) -> str:
@@ -150,7 +151,7 @@ def show(url: str, as_json: bool, html_out: str | None) -> int:
         items, checks = store.items(), store.checks()
     if as_json:
         shown = [{**item, "check": checks.get(str(item["id"]))} for item in items_as_json(items)]
-        click.echo(json.dumps({"board": url, "items": shown}, ensure_ascii=False))
+        click.echo(json_text({"board": url, "items": shown}))
         return 0
     if not items:
         click.echo("No todos.")
@@ -273,7 +274,7 @@ def add(
             raise
     for new, check in added:
         shown = {**new.as_dict(), "check": check}
-        click.echo(json.dumps(shown, ensure_ascii=False) if as_json else new.id)
+        click.echo(json_text(shown) if as_json else new.id)
     return 0
 
 
@@ -338,6 +339,8 @@ def _read_items(source: Any) -> list[tuple[int, dict[str, Any]]]:
             item = json.loads(line)
         except ValueError as error:
             raise InputError(f"--from: line {number} is not JSON: {error}") from None
+        except RecursionError:  # ``[[[[…`` thousands deep: no item is
+            raise InputError(f"--from: line {number} is nested too deeply to be an item") from None
         problem = _json_item_problem(item)
         if problem is not None:
             raise InputError(_one(f"--from: line {number}: {problem}"))
@@ -529,7 +532,7 @@ def edit(
         item = store.edit(item_id, agent=_me(), text=text, blocked_by=blockers, check=check_command)
         check = store.checks().get(item_id)
     if as_json:
-        click.echo(json.dumps({**item.as_dict(), "check": check}, ensure_ascii=False))
+        click.echo(json_text({**item.as_dict(), "check": check}))
     else:
         click.echo(_line(item, check=check))
     return 0
@@ -543,7 +546,7 @@ def log(url: str, as_json: bool) -> int:
     with _store(url) as store:
         entries = list(store.log())
     for entry in entries:
-        click.echo(json.dumps(entry.as_dict(), ensure_ascii=False))
+        click.echo(json_text(entry.as_dict()))
     return 0
 
 
@@ -567,7 +570,7 @@ def check(url: str, as_json: bool) -> int:
             if violation is None
             else {"seq": violation.seq, "message": violation.message},
         }
-        click.echo(json.dumps(document, ensure_ascii=False))
+        click.echo(json_text(document))
     elif violation is None:
         click.echo(f"board check: {len(entries)} log lines, {len(items)} items: every rule held")
     if violation is not None:
