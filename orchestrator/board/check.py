@@ -20,9 +20,9 @@ From the log alone it proves, line by line, that:
   ``expire`` and ``cancel`` leave no owner), text, blockers, check and who set it (which
   decides who may cancel the item), and the board's order (each item's position comes after
   those of the items added before it);
-- and, given the store's counters, that they agree with the items: every id ``next_id`` gave out is an
-  item on the board, and ``next_position`` is one past the position of the item added last
-  (so an item deleted together with the log's last lines is named too).
+- and, given the store's counters, that they agree with the items: every id ``next_id``
+  gave out is an item on the board, and ``next_position`` is one past the position of the
+  item added last (so an item deleted together with the log's last lines is named too).
 
 What it cannot prove: a log whose last lines were deleted with everything they changed in the
 store, when they added no item (a trailing ``start`` and the item's row put back as it was), or
