@@ -748,6 +748,8 @@ def test_add_from_names_the_line_of_a_refused_item(tmp_path: Path) -> None:
             "--from: line 3: the id a is given on line 1 too",
         ),
         ('One\n{"id": "docs", "text": "Docs again"}\n', "--from: line 2: item #docs exists"),
+        ('{"id": "docs ", "text": "Docs"}\n', "item id 'docs ' starts or ends with a space"),
+        ('{"id": "' + "d" * 201 + '", "text": "Docs"}\n', "an item id is at most 200 characters"),
         ("Fine\n" + "x" * 2001 + "\n", "--from: line 2: the item text is 2,001 characters"),
         ('{"text": "x", "check": "' + "y" * 2001 + '"}\n', "--from: line 1: the check command"),
         ('{"text": ' + "[" * 5000 + "]" * 5000 + "}\n", "--from: line 1 is nested too deeply"),

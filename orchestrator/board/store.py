@@ -42,6 +42,7 @@ from transitions import EventData, MachineError
 
 from orchestrator.board import schema
 from orchestrator.board.inputs import (
+    MAX_NAME,
     agent_problem,
     is_person,
     lease_problem,
@@ -860,6 +861,11 @@ def _persons(set_by: str | None) -> bool:
 def _id_problem(item_id: object) -> str | None:
     if not isinstance(item_id, str) or not item_id.strip() or not item_id.isprintable():
         return f"item id {_label(item_id)} must be non-empty printable text, e.g. 3"
+    if item_id != item_id.strip():
+        # "7 " beside "7" would be two items that every listing shows alike.
+        return f"item id {item_id!r} starts or ends with a space"
+    if len(item_id) > MAX_NAME:
+        return f"an item id is at most {MAX_NAME} characters; this one is {len(item_id):,}"
     return None
 
 
