@@ -377,7 +377,8 @@ def test_a_postgresql_server_that_never_answers_is_named_within_seconds(
     silent.listen()
     port = silent.getsockname()[1]
     # Should no timeout be set, the connect ends when this closes, with another message.
-    threading.Timer(30, silent.close).start()
+    closer = threading.Timer(30, silent.close)
+    closer.start()
     assert stores.PG_CONNECT_TIMEOUT < 5  # the rule for a board that cannot be opened
     monkeypatch.setattr(stores, "PG_CONNECT_TIMEOUT", 1)  # the test waits one second, not three
     try:
@@ -387,6 +388,7 @@ def test_a_postgresql_server_that_never_answers_is_named_within_seconds(
             assert done.one_line_error, done
             assert "cannot connect: connection timeout expired" in done.err
     finally:
+        closer.cancel()
         silent.close()
 
 
