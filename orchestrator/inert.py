@@ -38,6 +38,15 @@ def inert(text: str) -> str:
     return _UNSAFE.sub(_visible, text)
 
 
+def inert_line(text: str) -> str:
+    r"""``text`` for one line of a terminal: :func:`inert`, and each newline shown as ``\n``.
+
+    For a line that names a path or an argument a person or a model chose, which may hold a
+    newline: it must not look like two lines, the second one forged.
+    """
+    return inert(text).replace("\n", "\\n")
+
+
 def json_escaped(text: str) -> str:
     r"""A JSON ``text`` with each character :func:`inert` would escape written as ``\uXXXX``.
 

@@ -246,6 +246,7 @@ def test_bad_input_is_one_line_and_changes_nothing(
         ("show", "URL", "--html", "/nonexistent\n/x.html"),
         ("show", "sqlite:///no\nsuch.db", "--html"),
         ("show", "sqlite:///no\x1b[31msuch.db"),
+        ("show", "sqlite:////tmp/" + "a" * 5000 + ".db"),  # too long for the file system
     ],
 )
 def test_a_persons_newline_or_escape_in_an_argument_stays_on_the_one_line(

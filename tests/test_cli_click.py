@@ -127,3 +127,14 @@ def test_every_option_says_what_it_is_for_and_what_its_value_is() -> None:
             assert text.strip(), f"{path} {flags}: no help"
             if not param.is_flag:
                 assert not any(f" {word}" in flags for word in vague), f"{path}: {flags}"
+
+
+@pytest.mark.parametrize("value", ["nan", "-nan", "inf", "-inf", "1e309"])
+def test_a_finite_range_refuses_what_every_bound_lets_past(value: str) -> None:
+    import click
+
+    from orchestrator.cli._click import FiniteFloatRange
+
+    with pytest.raises(click.BadParameter, match="finite"):
+        FiniteFloatRange().convert(value, None, None)
+    assert FiniteFloatRange(min=0, max=60).convert("1.5", None, None) == 1.5

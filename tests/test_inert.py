@@ -81,6 +81,12 @@ def test_json_escaped_writes_what_a_terminal_obeys_as_escapes_and_keeps_the_valu
     text.encode("utf-8")  # half a surrogate pair no longer fails the write
 
 
+def test_inert_line_keeps_a_line_one_line() -> None:
+    from orchestrator.inert import inert_line
+
+    assert inert_line("/tmp/a\nforged\x1b[2J\tx") == "/tmp/a\\nforged␛[2J\tx"
+
+
 def test_inert_keeps_plain_text_tabs_and_newlines() -> None:
     text = "ok\ttabbed\nnext line — ünïcode ✓"
     assert inert(text) is text

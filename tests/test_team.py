@@ -188,6 +188,32 @@ def test_bad_team_flags_are_one_line(tmp_path: Path, args: list[str], said: str)
     assert not (tmp_path / "r").exists()
 
 
+def test_a_task_of_blanks_or_a_pace_of_nan_is_one_line_and_starts_nothing(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    run_git(repo, "init", "-q", "-b", "main")
+    run_git(repo, "commit", "-q", "--allow-empty", "-m", "start")
+    env = {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    for args, said in (
+        (["   ", "--workdir", str(repo)], "give the TASK the team works on"),
+        (["--scripted", "--pace", "nan", "--workdir", str(tmp_path / "r")], "not a finite"),
+    ):
+        done = _team_env(args, tmp_path, env)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "state").exists()
+    assert run_git(repo, "branch", "--list").stdout.split() == ["*", "main"]
+
+
+def _team_env(
+    args: list[str], tmp_path: Path, extra: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    from tests.in_process import run_cli
+
+    env = _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"), **extra)
+    return run_cli(["team", *args], env=env, cwd=tmp_path)
+
+
 def test_the_scripted_demo_will_not_write_into_a_folder_with_files(tmp_path: Path) -> None:
     busy = tmp_path / "busy"
     busy.mkdir()

@@ -102,6 +102,53 @@ def test_bad_work_input_is_one_line_and_claims_nothing(
     assert all(status == "pending" for status, _ in _statuses(url).values())
 
 
+@pytest.mark.parametrize("where", ["bare", "git dir", "pace nan"])
+def test_a_git_directory_or_a_pace_of_nan_is_refused_before_anything_is_claimed(
+    tmp_path: Path, where: str
+) -> None:
+    # A bare repository or a folder inside .git has no work tree: the items' files would land
+    # among git's own. A pace of nan passed click's range (every comparison with nan is false).
+    from tests.in_process import run_cli
+    from tests.test_cli import _environment
+
+    url = _board(tmp_path / "board.db")
+    repo = _repository(tmp_path / "repo")
+    bare = tmp_path / "bare.git"
+    run_git(tmp_path, "init", "-q", "--bare", str(bare))
+    workdir, extra = {
+        "bare": (bare, []),
+        "git dir": (repo / ".git", []),
+        "pace nan": (repo, ["--pace", "nan"]),
+    }[where]
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    env = _environment(ORCHESTRATOR_STATE_DIR=str(tmp_path / "state"))
+    args = ["work", url, "--agent", "me", "--workdir", str(workdir), "--scripted", *extra]
+    done = run_cli(args, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    said = "is not a finite number" if extra else "is a git directory, not a work tree"
+    assert done.stderr.count("\n") == 1 and said in done.stderr, done.stderr
+    assert all(status == "pending" for status, _ in _statuses(url).values())
+    after = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    assert [p for p in after if p not in before and not p.startswith("state")] == []
+
+
+def test_a_work_line_naming_a_folder_with_a_newline_stays_one_line() -> None:
+    from orchestrator.team.worker import describe
+
+    line = describe(
+        {
+            "event": "work.started",
+            "agent": "me",
+            "board": "sqlite:///b.db",
+            "workdir": "/tmp/w\x1b[31m\nforged line",
+            "pid": 1,
+            "lease": 30.0,
+        }
+    )
+    assert "\n" not in line and "\x1b" not in line
+    assert "/tmp/w␛[31m\\nforged line" in line
+
+
 def test_a_dirty_work_directory_is_refused_before_anything_is_claimed(tmp_path: Path) -> None:
     url = _board(tmp_path / "board.db")
     repo = _repository(tmp_path / "repo")

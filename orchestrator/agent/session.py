@@ -57,7 +57,7 @@ from orchestrator.hooks import (
     stop_check,
     task_completed_check,
 )
-from orchestrator.inert import inert
+from orchestrator.inert import inert, inert_line
 from orchestrator.instructions import load_instructions
 from orchestrator.loop import DEFAULT_SYSTEM, Loop, LoopSettings, RunOutcome
 from orchestrator.plan import PlanBoard, TodoTool
@@ -392,7 +392,7 @@ class Session:
             parts.append(
                 f"resuming session {resumed.run_id} after round {resumed.last_round}: {shown}"
             )
-        return inert("orchestrator: " + " · ".join(parts))
+        return inert_line("orchestrator: " + " · ".join(parts))
 
     def _say_how_it_runs(self) -> None:
         """The one-line notices of a start: a sandbox fallback, the network, approvals."""

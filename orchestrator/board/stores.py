@@ -102,9 +102,19 @@ class _SQLite:
         return Path(f"{self.path}-lock")
 
     def exists(self) -> bool:
-        return self.path.exists()
+        try:
+            return self.path.exists()
+        except OSError as error:  # a name too long for the file system, say
+            raise BoardUrlError(f"{self.path}: cannot open the board: {error.strerror}") from None
 
     def connect(self, *, create: bool) -> Any:
+        path = self.path
+        try:
+            return self._connect(create=create)
+        except OSError as error:  # a name too long for the file system, say
+            raise BoardUrlError(f"{path}: cannot open the board: {error.strerror}") from None
+
+    def _connect(self, *, create: bool) -> Any:
         path = self.path
         if path.is_dir():
             raise BoardUrlError(f"{path}: is a directory, not a board")

@@ -155,12 +155,12 @@ def _usage_error(reason: str, argv: Sequence[str] | None) -> None:
     """One line on stderr, exit 2; in a JSON mode also one JSON object on stdout for the parser."""
     import json
 
-    from orchestrator.inert import inert
+    from orchestrator.inert import inert_line
     from orchestrator.report import EXIT_USAGE
 
     # A path, an argument or a stored text in the reason may hold a newline or a terminal's
     # escape: the line stays one line, and the terminal shows them rather than obeys them.
-    reason = inert(reason).replace("\n", "\\n")
+    reason = inert_line(reason)
     click.echo(f"orchestrator: error: {reason}", err=True)
     if _wants_json(argv):
         document = {"status": "error", "exit_code": EXIT_USAGE, "reason": reason}

@@ -10,6 +10,7 @@ sandbox and the loop). This module imports only click: every start pays for what
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,20 @@ class InputError(click.ClickException):
     """A person's mistake: shown as one line, exit code 2."""
 
     exit_code = EXIT_USAGE
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's ``FloatRange`` that refuses ``nan`` and ``inf``.
+
+    Every comparison with ``nan`` is false, so ``FloatRange`` lets it past any bound, and with
+    no upper bound it takes ``inf``: a pace or a timeout that never ends.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 class FullHelpGroup(click.Group):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from orchestrator.cli._click import CONTEXT_SETTINGS, FullHelpGroup, InputError
+from orchestrator.cli._click import CONTEXT_SETTINGS, FiniteFloatRange, FullHelpGroup, InputError
 from orchestrator.config import ConfigError, load_config, user_config_path
 from orchestrator.inert import inert
 from orchestrator.pinning import merged
@@ -36,7 +36,7 @@ def mcp_group() -> None:
 @click.option("--trust", is_flag=True, help="Trust this folder's files for this listing.")
 @click.option(
     "--mcp-timeout",
-    type=click.FloatRange(min=0, min_open=True, max=3600),
+    type=FiniteFloatRange(min=0, min_open=True, max=3600),
     default=None,
     metavar="SECONDS",
     help="Seconds each server may take to start and list its tools, all told; one that takes "

@@ -15,7 +15,7 @@ import attrs
 import click
 
 from orchestrator import report
-from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._click import CONTEXT_SETTINGS, FiniteFloatRange, InputError
 from orchestrator.cli._common import (
     anthropic_model,
     how_i_was_called,
@@ -178,7 +178,7 @@ def _resumed_options(options: RunOptions, settings: LoopSettings) -> RunOptions:
 @click.option("--json", "as_json", is_flag=True, help="Stream trace events to stdout.")
 @click.option(
     "--pace",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=None,
     metavar="SECONDS",
     show_default="0.4 on a terminal, else 0",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._click import CONTEXT_SETTINGS, FiniteFloatRange, InputError
 from orchestrator.cli._common import agent_options
 from orchestrator.cli.work import SCRIPTED_MODEL
 
@@ -68,7 +68,7 @@ MAX_WORKERS = 16
 )
 @click.option(
     "--pace",
-    type=click.FloatRange(min=0, max=60),
+    type=FiniteFloatRange(min=0, max=60),
     default=0.0,
     metavar="SECONDS",
     help="With --scripted: seconds before each scripted worker's turn (to watch the team).",
@@ -111,6 +111,7 @@ def team(
     from orchestrator.board.store import BoardError
     from orchestrator.board.stores import BoardUrlError
     from orchestrator.cli._common import setting_flag
+    from orchestrator.inert import inert_line
     from orchestrator.sessions import state_dir
     from orchestrator.team import scripted as scripted_team
     from orchestrator.team.lead import TeamError, TeamPlan, run_team
@@ -152,7 +153,7 @@ def team(
 
     def prepare() -> None:
         scripted_team.prepare_scripted_repository(workdir, scripted_team.FILES)
-        click.echo(f"[SCRIPTED team demo: no model]\nworkdir: {workdir}")
+        click.echo(f"[SCRIPTED team demo: no model]\nworkdir: {inert_line(str(workdir))}")
 
     flags: list[str] = [f"--pace={pace:g}"] if scripted and pace else []
     if model:
@@ -208,6 +209,8 @@ def _task_and_board(
         raise InputError(
             f"--board {board}: not a board store; give sqlite:///PATH or postgresql://…"
         )
+    if task is not None and not task.strip():
+        task = None  # only blanks: no task at all, and named as such below
     if task is None and not scripted and board is None:
         raise InputError("give the TASK the team works on (or --scripted for the offline demo)")
     return task, board

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from orchestrator.cli._click import CONTEXT_SETTINGS, InputError
+from orchestrator.cli._click import CONTEXT_SETTINGS, FiniteFloatRange, InputError
 from orchestrator.cli._common import agent_options
 from orchestrator.inert import inert
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 )
 @click.option(
     "--pace",
-    type=click.FloatRange(min=0, max=60),
+    type=FiniteFloatRange(min=0, max=60),
     default=0.0,
     metavar="SECONDS",
     help="With --scripted: seconds before each scripted turn (to watch it, or stop it mid-item).",
@@ -113,7 +113,7 @@ def work(
     from orchestrator.cli._common import setting_flag
     from orchestrator.harness_git import GitError
     from orchestrator.team._lifeline import follow_lead
-    from orchestrator.team.integration import TeamError
+    from orchestrator.team.integration import TeamError, in_git_dir
     from orchestrator.team.scripted import ScriptedItem
     from orchestrator.team.worker import Worker, WorkOutput, WorkPlan
 
@@ -127,6 +127,12 @@ def work(
     workdir = workdir.resolve()
     if not workdir.is_dir():
         raise InputError(f"--workdir {workdir}: no such directory")
+    if in_git_dir(workdir):
+        # A bare repository, or a folder inside a .git: the items' files would land among
+        # git's own (its hooks, its config), where the next git command obeys them.
+        raise InputError(
+            f"--workdir {workdir}: is a git directory, not a work tree; give a clone's folder"
+        )
     if trace_dir is not None:
         try:
             trace_dir.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from orchestrator.cli._click import CONTEXT_SETTINGS, FullHelpGroup, InputError
+from orchestrator.cli._click import CONTEXT_SETTINGS, FiniteFloatRange, FullHelpGroup, InputError
 from orchestrator.config import ConfigError, load_config
 from orchestrator.eval.arms import DEFAULT_ARMS, ArmError, parse_arms
 from orchestrator.eval.driver import plan_runs, run_eval
@@ -61,7 +61,7 @@ class _EvalGroup(FullHelpGroup):
 
 def _bound_option(name: str, default: float, text: str) -> Callable[[F], F]:
     """A per-run bound: a finite number above 0 (``nan`` or ``inf`` would switch it off)."""
-    kind = click.FloatRange(min=0, min_open=True)
+    kind = FiniteFloatRange(min=0, min_open=True)
     metavar = "USD" if name == "--max-cost" else "SECONDS"
     return click.option(
         name,
@@ -69,15 +69,8 @@ def _bound_option(name: str, default: float, text: str) -> Callable[[F], F]:
         default=default,
         show_default=True,
         help=text,
-        callback=_finite,
         metavar=metavar,
     )
-
-
-def _finite(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    if not math.isfinite(value):
-        raise click.BadParameter(f"{value} is not a finite number")
-    return value
 
 
 @click.group(name="eval", cls=_EvalGroup, context_settings=CONTEXT_SETTINGS)

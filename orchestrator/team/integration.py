@@ -101,6 +101,12 @@ def place_of(folder: Path) -> GitPlace | None:
     return GitPlace(Path(top.stdout.strip()), Path(gitdir.stdout.strip()))
 
 
+def in_git_dir(folder: Path) -> bool:
+    """Whether ``folder`` is a bare repository or inside a git dir (no work tree of its own)."""
+    done = run_git(folder, "rev-parse", "--is-inside-git-dir", "--is-bare-repository", check=False)
+    return done.returncode == 0 and "true" in done.stdout.split()
+
+
 def require_clean_repository(workdir: Path) -> None:
     """A team needs a repository with a commit and a clean tree; :class:`TeamError` else."""
     inside = run_git(workdir, "rev-parse", "--is-inside-work-tree", check=False)

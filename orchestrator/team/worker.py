@@ -41,7 +41,7 @@ import attrs
 
 from orchestrator.board.shared import SharedBoard
 from orchestrator.harness_git import GitError, GitPlace
-from orchestrator.inert import inert
+from orchestrator.inert import inert, inert_line
 from orchestrator.plan import Status
 from orchestrator.protocols import CheckResult, JSONObject
 from orchestrator.team import integration
@@ -167,27 +167,27 @@ def describe(event: Mapping[str, Any]) -> str:
     item = f"#{event.get('item')}"
     if kind == "work.started":
         where = f" · merges into {event['integrate']}" if event.get("integrate") else ""
-        return inert(
+        return inert_line(
             f"work: {event.get('agent')} on {event.get('board')} in {event.get('workdir')} "
             f"(pid {event.get('pid')}, lease {event.get('lease'):g} s){where}"
         )
     if kind == "work.claimed":
         again = " (held before: resumed)" if event.get("resumed") else ""
-        return inert(f"claimed {item}: {event.get('text')}{again}")
+        return inert_line(f"claimed {item}: {event.get('text')}{again}")
     if kind == "work.caught_up":
         kept = f"; earlier commits kept on {event['kept']}" if event.get("kept") else ""
-        return inert(f"{item} starts from {event.get('branch')} at {event.get('tip')}{kept}")
+        return inert_line(f"{item} starts from {event.get('branch')} at {event.get('tip')}{kept}")
     if kind == "work.item":
-        return inert(_item_line(event))
+        return inert_line(_item_line(event))
     if kind == "work.released":
-        return inert(f"released {item}: {event.get('why')}")
+        return inert_line(f"released {item}: {event.get('why')}")
     if kind == "work.waiting":
-        return inert(f"waiting: {event.get('why')}")
+        return inert_line(f"waiting: {event.get('why')}")
     if kind == "work.line":
-        return inert(str(event.get("text", "")))
+        return inert_line(str(event.get("text", "")))
     if kind == "work.finished":
         reason = f": {event['reason']}" if event.get("reason") else ""
-        return inert(f"work: {event.get('status')}{reason} (exit {event.get('exit_code')})")
+        return inert_line(f"work: {event.get('status')}{reason} (exit {event.get('exit_code')})")
     return ""
 
 
