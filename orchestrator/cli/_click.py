@@ -39,7 +39,7 @@ class FiniteFloatRange(click.FloatRange):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
+            self.fail(f"{value} is not a finite number", param, ctx)
         return number
 
 
