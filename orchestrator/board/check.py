@@ -43,7 +43,7 @@ import attrs
 from transitions import EventData, MachineError
 
 from orchestrator.board.inputs import is_person
-from orchestrator.board.store import NOTE_TRIGGERS, BoardContents, BoardItem, LogEntry
+from orchestrator.board.store import NOTE_TRIGGERS, BoardContents, BoardItem, LogEntry, log_time
 from orchestrator.plan import ItemMachine, Status
 
 #: How far (seconds) a line's time may be before an earlier line's on a PostgreSQL board. Each
@@ -262,7 +262,8 @@ def check_log(
         if entry.seq != last + 1:
             return Violation(entry.seq, f"the log skips from seq {last} to {entry.seq}")
         last = entry.seq
-        when = _time(entry.ts)
+        # None only for a line the store's reader would have named malformed already.
+        when = log_time(entry.ts)
         if when is not None:
             if latest is not None and (latest[0] - when).total_seconds() > clock_skew:
                 return Violation(
@@ -291,18 +292,6 @@ def check_log(
     added = [stored[item_id] for item_id in checker.items]
     problem = _out_of_order(added) or _counters_differ(added, counters)
     return None if problem is None else Violation(None, problem)
-
-
-def _time(ts: str) -> dt.datetime | None:
-    """A log line's time; None for one that is not a time with its offset.
-
-    The store's reader names such a row malformed before ``board check`` sees it.
-    """
-    try:
-        when = dt.datetime.fromisoformat(ts)
-    except ValueError:
-        return None
-    return when if when.tzinfo is not None else None
 
 
 def _counters_differ(added: Sequence[BoardItem], counters: Mapping[str, int] | None) -> str | None:

@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import attrs
 from transitions import EventData, MachineError
@@ -227,8 +227,6 @@ class _Dialect(Protocol):
         """The database driver's error classes."""
         ...
 
-    def exists(self) -> bool: ...
-
     def connect(self, *, create: bool) -> Any: ...
 
     def tables(self, connection: Any) -> set[str]:
@@ -263,6 +261,12 @@ class _Dialect(Protocol):
 #: Past the last number both databases keep in an integer column (signed 64 bits): a counter
 #: or a seq there has no next one.
 _INT64_END = 2**63 - 1
+
+
+def _has_next(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is a count (a whole number from 0) whose next one the database keeps."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _INT64_END
+
 
 _ITEM_COLUMNS = "id, text, status, owner, lease_until, blocked_by, position"
 _LOG_COLUMNS = (
@@ -305,7 +309,7 @@ class _Transaction:
         """The next number of a counter (ids, log seq, positions)."""
         rows = self.query("SELECT value FROM {meta} WHERE key = ?", key)
         value = rows[0][0] if rows else None
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _INT64_END:
+        if not _has_next(value):
             raise _malformed("the board's meta table", f"its {key} counter is {_label(value)}")
         self.run("UPDATE {meta} SET value = ? WHERE key = ?", value + 1, key)
         return value
@@ -333,10 +337,7 @@ class _Transaction:
             # The log's last seq, once per transaction: writers take turns, so no other
             # writer appends in between (and no counter row is rewritten per line).
             ((last,),) = self.query("SELECT MAX(seq) FROM {log}")
-            if last is not None and (
-                isinstance(last, bool) or not isinstance(last, int) or not 0 <= last < _INT64_END
-            ):
-                # The next line's seq must fit where the database keeps it (a signed 64 bits).
+            if last is not None and not _has_next(last):
                 raise _malformed("the board's log", f"its last seq is {_label(last)}")
             self._seq = last or 0
         self._seq += 1
@@ -478,7 +479,7 @@ def _entry(row: Sequence[Any]) -> LogEntry:
             raise _malformed(where, f"its {field} is {_label(value)}, not a status")
     if flag is not None and flag not in LOG_FLAGS:
         raise _malformed(where, f"its flag is {_label(flag)}")
-    if not _is_time(ts):
+    if log_time(ts) is None:
         raise _malformed(where, f"its ts is {_label(ts)}, not a time")
     return LogEntry(
         seq,
@@ -497,12 +498,16 @@ def _entry(row: Sequence[Any]) -> LogEntry:
     )
 
 
-def _is_time(ts: str) -> bool:
-    """Whether ``ts`` is a time as the log writes one (ISO 8601, with its offset)."""
+def log_time(ts: str) -> dt.datetime | None:
+    """A log line's ``ts`` as a time; None when it is not one as the log writes them.
+
+    The log writes ISO 8601 with its offset: a time without one is not the log's.
+    """
     try:
-        return dt.datetime.fromisoformat(ts).tzinfo is not None
+        when = dt.datetime.fromisoformat(ts)
     except ValueError:
-        return False
+        return None
+    return when if when.tzinfo is not None else None
 
 
 @attrs.define(slots=False, eq=False)

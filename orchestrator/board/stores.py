@@ -101,12 +101,6 @@ class _SQLite:
         """Where writers queue for their turn (see the class)."""
         return Path(f"{self.path}-lock")
 
-    def exists(self) -> bool:
-        try:
-            return self.path.exists()
-        except OSError as error:  # a name too long for the file system, say
-            raise BoardUrlError(f"{self.path}: cannot open the board: {error.strerror}") from None
-
     def connect(self, *, create: bool) -> Any:
         path = self.path
         try:
@@ -254,9 +248,6 @@ class _Postgres:
         import psycopg
 
         return (psycopg.Error,)
-
-    def exists(self) -> bool:
-        return True
 
     def connect(self, *, create: bool) -> Any:
         import psycopg
